@@ -1,0 +1,1 @@
+export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'

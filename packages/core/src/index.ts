@@ -1,0 +1,40 @@
+export * from './errors'
+export {
+  allocateIds,
+  checkCount,
+  type IdRequestContext,
+  type IdSource,
+  isSyncSource,
+  logicalShardsOf,
+  type SyncIdSource,
+} from './id-source'
+export { type IdInput, toBigInt } from './id-value'
+export {
+  InProcessSource,
+  type InProcessSourceOptions,
+  type ShardSelection,
+} from './in-process-source'
+export { jsonReplacer, stringifyIds } from './json'
+export {
+  type DecodedId,
+  defineLayout,
+  type FieldName,
+  type IdParts,
+  type IdRange,
+  Layout,
+  type LayoutDescription,
+  type LayoutOptions,
+} from './layout'
+export { discord, instagram, presets, sonyflake, twitter } from './presets'
+export {
+  fnv1a32,
+  hashShard,
+  integerShard,
+  type ResolveShardOptions,
+  resolveShard,
+  type ShardKey,
+  type ShardRule,
+  type StringKeyMode,
+  shardForKey,
+} from './shard-key'
+export { parseShardList, ShardMap, type ShardRange } from './shard-map'

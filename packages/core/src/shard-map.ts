@@ -1,0 +1,135 @@
+import { InvalidArgumentError, ShardOutOfRangeError } from './errors'
+import type { IdInput } from './id-value'
+import type { Layout } from './layout'
+
+/** Logical shards `from`..`to` (both inclusive) live on `target` (a pool, a URL, a name). */
+export interface ShardRange<T> {
+  from: number
+  to: number
+  target: T
+}
+
+/**
+ * Maps logical shards to physical targets: Instagram's thousands of logical shards on a few
+ * database servers. Moving a logical shard to another server changes this map, never its IDs.
+ *
+ * @example
+ * ```ts
+ * const map = new ShardMap(instagram, [
+ *   { from: 0, to: 999, target: 'postgres://db-a/app' },
+ *   { from: 1000, to: 1999, target: 'postgres://db-b/app' },
+ * ])
+ * map.targetFor(1341) // 'postgres://db-b/app'
+ * map.targetForId(id)  // where the row with this ID lives
+ * ```
+ */
+export class ShardMap<T> {
+  readonly layout: Layout
+  /** The ranges, sorted by `from`. */
+  readonly ranges: readonly ShardRange<T>[]
+
+  /**
+   * @throws InvalidArgumentError for overlapping ranges or bounds that are not integers.
+   * @throws ShardOutOfRangeError for bounds outside the layout.
+   */
+  constructor(layout: Layout, ranges: readonly ShardRange<T>[]) {
+    const sorted = [...ranges].sort((a, b) => a.from - b.from)
+    let previous: ShardRange<T> | undefined
+    for (const range of sorted) {
+      layout.checkShard(range.from)
+      layout.checkShard(range.to)
+      if (range.to < range.from) {
+        throw new InvalidArgumentError(
+          `Shard range ${range.from}-${range.to} ends before it starts.`,
+        )
+      }
+      if (previous && range.from <= previous.to) {
+        throw new InvalidArgumentError(
+          `Shard ranges ${previous.from}-${previous.to} and ${range.from}-${range.to} overlap: each logical shard lives on exactly one target.`,
+        )
+      }
+      previous = range
+    }
+    this.layout = layout
+    this.ranges = Object.freeze(sorted.map((range) => Object.freeze({ ...range })))
+  }
+
+  /** A map that puts every shard in `from`..`to` on one target. */
+  static single<T>(layout: Layout, target: T, from = 0, to = layout.shardCount - 1): ShardMap<T> {
+    return new ShardMap(layout, [{ from, to, target }])
+  }
+
+  /** The target holding a logical shard. @throws ShardOutOfRangeError when no range has it. */
+  targetFor(shard: number): T {
+    const range = this.rangeOf(shard)
+    if (!range) {
+      throw new ShardOutOfRangeError(
+        shard,
+        `Logical shard ${String(shard)} is not in the shard map (${this.describe()}).`,
+      )
+    }
+    return range.target
+  }
+
+  /** The target holding the row with this ID (its shard read from the ID). */
+  targetForId(id: IdInput): T {
+    return this.targetFor(this.layout.shardOf(id))
+  }
+
+  /** True when the map has this shard. */
+  has(shard: number): boolean {
+    return this.rangeOf(shard) !== undefined
+  }
+
+  /** Every logical shard of the map, ascending. */
+  shards(): number[] {
+    const all: number[] = []
+    for (const { from, to } of this.ranges) for (let s = from; s <= to; s++) all.push(s)
+    return all
+  }
+
+  /** Number of logical shards in the map. */
+  get size(): number {
+    return this.ranges.reduce((sum, { from, to }) => sum + to - from + 1, 0)
+  }
+
+  /** The distinct targets, in range order. */
+  targets(): T[] {
+    return [...new Set(this.ranges.map((range) => range.target))]
+  }
+
+  private rangeOf(shard: number): ShardRange<T> | undefined {
+    let low = 0
+    let high = this.ranges.length - 1
+    while (low <= high) {
+      const middle = (low + high) >> 1
+      const range = this.ranges[middle]!
+      if (shard < range.from) high = middle - 1
+      else if (shard > range.to) low = middle + 1
+      else return range
+    }
+    return undefined
+  }
+
+  private describe(): string {
+    return this.ranges.map(({ from, to }) => (from === to ? `${from}` : `${from}-${to}`)).join(', ')
+  }
+}
+
+/**
+ * Parses `"0-1999"`, `"5"` or `"0-9,20-29"` into shard numbers (CLI flags, env variables).
+ * @throws InvalidArgumentError on anything else.
+ */
+export function parseShardList(text: string): number[] {
+  const shards: number[] = []
+  for (const part of text.split(',')) {
+    const match = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(part)
+    if (!match) throw new InvalidArgumentError(`Not a shard list: ${JSON.stringify(text)}.`)
+    const from = Number(match[1])
+    const to = match[2] === undefined ? from : Number(match[2])
+    if (to < from)
+      throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
+    for (let s = from; s <= to; s++) shards.push(s)
+  }
+  return [...new Set(shards)].sort((a, b) => a - b)
+}

@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config'
+
+/**
+ * One vitest run for the whole workspace. Every package, `test/` and every example is a
+ * project; each may add a `vitest.config.ts` of its own (merged over `vitest.shared.ts`).
+ */
+export default defineConfig({
+  test: {
+    projects: ['packages/*', 'test', 'examples/*'],
+  },
+})
