@@ -1,0 +1,8 @@
+export {
+  RedisSource,
+  type RedisServerInput,
+  type RedisSourceOptions,
+  recommendedRedisOptions,
+  type ServedIds,
+} from './redis-source'
+export { ID_SCRIPT, ID_SCRIPT_SHA } from './script'
