@@ -6,6 +6,6 @@ import { defineConfig } from 'vitest/config'
  */
 export default defineConfig({
   test: {
-    projects: ['packages/*', 'test', 'examples/*'],
+    projects: ['packages/*/vitest.config.ts', 'test/vitest.config.ts', 'examples/*/vitest.config.ts'],
   },
 })
