@@ -26,6 +26,7 @@ export {
   type LayoutOptions,
 } from './layout'
 export { discord, instagram, presets, sonyflake, twitter } from './presets'
+export { RoutedSource } from './routed-source'
 export {
   fnv1a32,
   hashShard,
