@@ -1,6 +1,6 @@
 export {
-  RedisSource,
   type RedisServerInput,
+  RedisSource,
   type RedisSourceOptions,
   recommendedRedisOptions,
   type ServedIds,

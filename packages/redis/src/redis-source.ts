@@ -75,6 +75,18 @@ export interface RedisSourceOptions {
   clock?: () => number
   /** Waits `ms` milliseconds. Inject one with an injected clock. @default setTimeout */
   sleep?: (ms: number) => Promise<void>
+  /**
+   * A floor for a shard's IDs, asked once per shard before this source's first call for it:
+   * typically the largest ID already stored for that shard (`SELECT max(id) ...`). Every ID the
+   * source issues for the shard is then above it, even after Redis lost its state **and** the
+   * server's clock stepped back across the restart. Return `undefined` when there is none.
+   *
+   * @example
+   * ```ts
+   * floorOf: async (shard) => (await db.maxIdOfShard(shard)) ?? undefined
+   * ```
+   */
+  floorOf?: (shard: number) => bigint | undefined | Promise<bigint | undefined>
 }
 
 /** IDs with the server that issued each (see {@link RedisSource.nextIdsWithServer}). */
@@ -172,6 +184,8 @@ export class RedisSource implements IdSource {
   private readonly retryAfterMs: number
   private readonly clock: (() => number) | undefined
   private readonly sleep: (ms: number) => Promise<void>
+  private readonly floorOf: RedisSourceOptions['floorOf']
+  private readonly floorsAsked = new Map<number, Promise<void>>()
   /** Highest counter this source received per shard, sent as a floor with every call. */
   private readonly floors = new Map<number, number>()
   private readonly sequences: bigint[] | undefined
@@ -245,6 +259,7 @@ export class RedisSource implements IdSource {
     this.retryAfterMs = retryAfterMs
     this.clock = options.clock
     this.sleep = options.sleep ?? defaultSleep
+    this.floorOf = options.floorOf
     this.sequences =
       layout.sequenceBits <= 16
         ? Array.from({ length: this.span }, (_, i) => BigInt(i) << layout.shifts.sequence)
@@ -252,6 +267,9 @@ export class RedisSource implements IdSource {
     this.servers = inputs.map((input, index) => {
       const owned = typeof input === 'string'
       const client = owned ? new Redis(input, recommendedRedisOptions) : input
+      // Connection errors reach the calls that fail (and trigger failover); without a listener
+      // ioredis would print each reconnect attempt.
+      if (owned) client.on('error', () => {})
       if (!owned && !(client instanceof Redis)) {
         throw new ConfigurationError('servers must be redis:// URLs or ioredis clients.')
       }
@@ -332,6 +350,7 @@ export class RedisSource implements IdSource {
   private async take(shard: number, count: number, withServers: boolean): Promise<ServedIds> {
     this.checkShard(shard)
     if (this.closed) throw new ConfigurationError('This RedisSource is closed.')
+    if (this.floorOf) await this.askFloor(shard)
     const ids: bigint[] = []
     const servers: string[] = []
     let waited = 0
@@ -355,6 +374,23 @@ export class RedisSource implements IdSource {
       waited += waitMs
     }
     return { ids, servers }
+  }
+
+  /** Reads the caller's floor for `shard` once and raises the shard's floor to it. */
+  private askFloor(shard: number): Promise<void> {
+    let asked = this.floorsAsked.get(shard)
+    if (!asked) {
+      asked = (async () => {
+        const id = await this.floorOf!(shard)
+        if (id === undefined) return
+        const { time, sequence } = this.layout.decompose(id)
+        const counter = time * this.span + sequence
+        if (counter > (this.floors.get(shard) ?? -1)) this.floors.set(shard, counter)
+      })()
+      this.floorsAsked.set(shard, asked)
+      asked.catch(() => this.floorsAsked.delete(shard))
+    }
+    return asked
   }
 
   private checkShard(shard: number): void {

@@ -18,7 +18,8 @@ import { createHash } from 'node:crypto'
  *
  * A missing state (first use, or Redis restarted or evicted the key) is not trusted to start at
  * the clock: IDs issued before the loss may run up to `maxDrift` ahead of the clock, so a fresh
- * state starts after `now + maxDrift`, and the first caller waits that long.
+ * state starts at `now + maxDrift + 1`: the first caller waits one time unit, and the shard's
+IDs run up to `maxDrift` ahead of the clock until it catches up.
  * @internal
  */
 export const ID_SCRIPT = `

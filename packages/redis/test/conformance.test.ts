@@ -8,8 +8,7 @@ const multi = 'sf:redis:conformance:multi:'
 const [portA, portB] = extraPorts() as [number, number]
 
 describeIdSource('RedisSource (one server)', {
-  create: () =>
-    new RedisSource({ layout: instagram, servers: sharedRedisUrl, keyPrefix: single }),
+  create: () => new RedisSource({ layout: instagram, servers: sharedRedisUrl, keyPrefix: single }),
   shards: [5, 1341],
   largeBatch: 50_000,
   teardown: () => deletePrefix(sharedRedisUrl, single),

@@ -67,7 +67,10 @@ export async function startRedis(port: number): Promise<void> {
 
 /** Stops the server on `port` without saving (only servers this test run started). */
 export async function stopRedis(port: number): Promise<void> {
-  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 0, retryStrategy: () => null })
+  const client = new Redis(port, '127.0.0.1', {
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  })
   client.on('error', () => {})
   try {
     await client.call('SHUTDOWN', 'NOSAVE')

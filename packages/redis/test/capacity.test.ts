@@ -1,0 +1,88 @@
+import { instagram } from '@shardflake/core'
+import { afterAll, describe, expect, it } from 'vitest'
+import { RedisSource } from '../src'
+import { fakeClock, isAscending, perTick } from './helpers'
+import { deletePrefix, sharedRedisUrl } from './redis-servers'
+
+const prefix = 'sf:redis:capacity:'
+const sources: RedisSource[] = []
+afterAll(async () => {
+  await Promise.all(sources.map((source) => source.close()))
+  await deletePrefix(sharedRedisUrl, prefix)
+})
+
+describe('RedisSource past the per-ms capacity of a shard', () => {
+  it('borrows the next milliseconds in one call instead of wrapping the sequence', async () => {
+    const clock = fakeClock(Date.now())
+    const source = new RedisSource({
+      layout: instagram,
+      servers: sharedRedisUrl,
+      keyPrefix: prefix,
+      clock: clock.read,
+      sleep: clock.sleep,
+    })
+    sources.push(source)
+    // A fresh shard starts maxDriftMs + 1 ms ahead of the clock (the restart floor): let the
+    // clock catch up so the whole drift allowance is free.
+    await source.nextId(1)
+    clock.now += 11
+    clock.slept = 0
+    const start = clock.now
+    const ids = await source.nextIds(1, 5_000)
+    expect(clock.slept).toBe(0)
+    expect(new Set(ids).size).toBe(5_000)
+    expect(isAscending(ids)).toBe(true)
+    const ticks = perTick(instagram, ids)
+    expect(ticks.size).toBeGreaterThanOrEqual(5)
+    for (const count of ticks.values()) expect(count).toBeLessThanOrEqual(1_024)
+    const latest = Math.max(...[...ticks.keys()].map((time) => time + instagram.epoch))
+    expect(latest).toBeLessThanOrEqual(start + 10)
+  })
+
+  it('serves a batch beyond maxDriftMs of capacity by waiting for the clock, never running ahead', async () => {
+    const clock = fakeClock(Date.now() + 60_000)
+    const source = new RedisSource({
+      layout: instagram,
+      servers: sharedRedisUrl,
+      keyPrefix: prefix,
+      clock: clock.read,
+      sleep: clock.sleep,
+    })
+    sources.push(source)
+    const ids = await source.nextIds(2, 60_000)
+    expect(new Set(ids).size).toBe(60_000)
+    expect(isAscending(ids)).toBe(true)
+    expect(clock.slept).toBeGreaterThanOrEqual(40)
+    const ticks = perTick(instagram, ids)
+    for (const count of ticks.values()) expect(count).toBeLessThanOrEqual(1_024)
+    expect(instagram.decompose(ids.at(-1)!).timestampMs).toBeLessThanOrEqual(clock.now + 10)
+  })
+
+  it('gives 200,000 distinct IDs to 16 concurrent callers on one shard at real time', async () => {
+    const source = new RedisSource({
+      layout: instagram,
+      servers: sharedRedisUrl,
+      keyPrefix: prefix,
+    })
+    sources.push(source)
+    const begin = Date.now()
+    const callers = Array.from({ length: 16 }, async (_, caller) => {
+      const ids: bigint[] = []
+      while (ids.length < 12_500) {
+        if (caller % 4 === 0) ids.push(await source.nextId(3))
+        else ids.push(...(await source.nextIds(3, Math.min(500, 12_500 - ids.length))))
+      }
+      return ids
+    })
+    const all = (await Promise.all(callers)).flat()
+    const end = Date.now()
+    expect(all).toHaveLength(200_000)
+    expect(new Set(all).size).toBe(200_000)
+    const ticks = perTick(instagram, all)
+    for (const count of ticks.values()) expect(count).toBeLessThanOrEqual(1_024)
+    for (const time of ticks.keys()) {
+      expect(time + instagram.epoch).toBeGreaterThanOrEqual(begin - 1)
+      expect(time + instagram.epoch).toBeLessThanOrEqual(end + 11)
+    }
+  })
+})

@@ -1,0 +1,98 @@
+import { ClockMovedBackwardsError, instagram } from '@shardflake/core'
+import { Redis } from 'ioredis'
+import { afterAll, describe, expect, it } from 'vitest'
+import { RedisSource } from '../src'
+import { fakeClock, isAscending } from './helpers'
+import { deletePrefix, sharedRedisUrl } from './redis-servers'
+
+const prefix = 'sf:redis:clock:'
+const sources: RedisSource[] = []
+const open = (clock: ReturnType<typeof fakeClock>, extra: { maxWaitMs?: number } = {}) => {
+  const source = new RedisSource({
+    layout: instagram,
+    servers: sharedRedisUrl,
+    keyPrefix: prefix,
+    clock: clock.read,
+    sleep: clock.sleep,
+    ...extra,
+  })
+  sources.push(source)
+  return source
+}
+
+afterAll(async () => {
+  await Promise.all(sources.map((source) => source.close()))
+  await deletePrefix(sharedRedisUrl, prefix)
+})
+
+describe('RedisSource when the server clock steps back', () => {
+  it('keeps issuing new, ascending IDs after a step back within maxDriftMs, also for a new process', async () => {
+    const clock = fakeClock(Date.now())
+    const first = open(clock)
+    const before = await first.nextIds(1, 3_000)
+    clock.now -= 5
+    const after = await first.nextIds(1, 3_000)
+    // A second process has no memory of its own: only the state in Redis keeps it apart.
+    const other = open(fakeClock(clock.now - 3))
+    const fromOther = await other.nextIds(1, 3_000)
+    const all = [...before, ...after, ...fromOther]
+    expect(new Set(all).size).toBe(9_000)
+    expect(isAscending(all)).toBe(true)
+    const lastBefore = instagram.decompose(before.at(-1)!).timestampMs
+    expect(instagram.decompose(after[0]!).timestampMs).toBeGreaterThanOrEqual(lastBefore)
+  })
+
+  it('waits out a step back larger than maxDriftMs when it fits maxWaitMs', async () => {
+    const clock = fakeClock(Date.now() + 60_000)
+    const source = open(clock)
+    const before = await source.nextIds(2, 100)
+    const lastTime = instagram.decompose(before.at(-1)!).timestampMs
+    clock.now -= 50
+    clock.slept = 0
+    const after = await source.nextIds(2, 100)
+    expect(clock.slept).toBeGreaterThan(0)
+    expect(clock.slept).toBeLessThanOrEqual(100)
+    expect(new Set([...before, ...after]).size).toBe(200)
+    expect(after[0]! > before.at(-1)!).toBe(true)
+    expect(instagram.decompose(after[0]!).timestampMs).toBeGreaterThanOrEqual(lastTime)
+  })
+
+  it('refuses with ClockMovedBackwardsError, issuing nothing, past maxDriftMs + maxWaitMs', async () => {
+    const clock = fakeClock(Date.now() + 120_000)
+    const source = open(clock)
+    const before = await source.nextIds(3, 500)
+    const reader = new Redis(sharedRedisUrl)
+    const state = await reader.get(`${prefix}shard:3`)
+    clock.now -= 1_000
+    const error = await source.nextId(3).catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(ClockMovedBackwardsError)
+    expect((error as ClockMovedBackwardsError).code).toBe('CLOCK_MOVED_BACKWARDS')
+    expect((error as ClockMovedBackwardsError).behindMs).toBeGreaterThanOrEqual(1_000)
+    expect(await reader.get(`${prefix}shard:3`)).toBe(state)
+    reader.disconnect()
+    clock.now += 1_000
+    const after = await source.nextIds(3, 500)
+    expect(new Set([...before, ...after]).size).toBe(1_000)
+    expect(after[0]! > before.at(-1)!).toBe(true)
+  })
+
+  it('never repeats under concurrent callers while the clock jumps back and forth', async () => {
+    const clock = fakeClock(Date.now() + 180_000)
+    const clients = [open(clock), open(clock), open(clock)]
+    const steps = [0, -7, 3, -9, 12, -4, 6, -8]
+    const all: bigint[] = []
+    for (const step of steps) {
+      clock.now += step
+      const rounds = await Promise.all(
+        clients.flatMap((source, i) =>
+          Array.from({ length: 4 }, (_, j) =>
+            (i + j) % 2 === 0 ? source.nextIds(4, 300) : source.nextId(4).then((id) => [id]),
+          ),
+        ),
+      )
+      all.push(...rounds.flat())
+    }
+    expect(new Set(all).size).toBe(all.length)
+    for (const id of all) expect(instagram.shardOf(id)).toBe(4)
+  })
+})
