@@ -6,6 +6,10 @@ import { defineConfig } from 'vitest/config'
  */
 export default defineConfig({
   test: {
-    projects: ['packages/*/vitest.config.ts', 'test/vitest.config.ts', 'examples/*/vitest.config.ts'],
+    projects: [
+      'packages/*/vitest.config.ts',
+      'test/vitest.config.ts',
+      'examples/*/vitest.config.ts',
+    ],
   },
 })
