@@ -1,0 +1,79 @@
+import {
+  ClockMovedBackwardsError,
+  ConfigurationError,
+  InvalidArgumentError,
+  LayoutMismatchError,
+  ShardflakeError,
+  ShardOutOfRangeError,
+  TimeExhaustedError,
+} from '@shardflake/core'
+import { SIGNAL_PREFIX } from './sql'
+
+/** A driver error as mysql2 reports it. @internal */
+export interface DriverError {
+  code?: string
+  errno?: number
+  sqlState?: string
+  sqlMessage?: string
+  message?: string
+  fatal?: boolean
+}
+
+/** @internal */
+export function asDriverError(error: unknown): DriverError | undefined {
+  return typeof error === 'object' && error !== null ? (error as DriverError) : undefined
+}
+
+/** The parsed `shardflake:KIND:...` message a routine SIGNALed, if any. @internal */
+export function routineSignal(error: unknown): { kind: string; rest: string } | undefined {
+  const e = asDriverError(error)
+  const text = e?.sqlMessage ?? ''
+  if (e?.sqlState !== '45000' || !text.startsWith(SIGNAL_PREFIX)) return undefined
+  const body = text.slice(SIGNAL_PREFIX.length)
+  const colon = body.indexOf(':')
+  return { kind: body.slice(0, colon), rest: body.slice(colon + 1) }
+}
+
+/** Translates a SIGNAL of the routines into a ShardflakeError (other errors unchanged). @internal */
+export function translateRoutineError(error: unknown, shard: number, maxWaitMs: number): unknown {
+  if (error instanceof ShardflakeError) return error
+  const signal = routineSignal(error)
+  if (!signal) return error
+  const message = `${signal.kind}: ${signal.rest.trim()}`
+  switch (signal.kind) {
+    case 'CLOCK':
+      return new ClockMovedBackwardsError(Number.parseInt(signal.rest, 10) || 0, maxWaitMs)
+    case 'COUNT':
+      return new InvalidArgumentError(message)
+    case 'EXHAUSTED':
+      return new TimeExhaustedError(message)
+    case 'LAYOUT':
+      return new LayoutMismatchError(message)
+    case 'SHARD':
+      return new ShardOutOfRangeError(shard, message)
+    default:
+      return new ConfigurationError(message)
+  }
+}
+
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EPIPE',
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
+  'ER_CON_COUNT_ERROR',
+  'ER_SERVER_SHUTDOWN',
+  'POOL_CLOSED',
+])
+
+/** True for errors that mean the server cannot be reached (try another one). @internal */
+export function isConnectionError(error: unknown): boolean {
+  const e = asDriverError(error)
+  if (!e) return false
+  if (e.code && CONNECTION_CODES.has(e.code)) return true
+  return e.fatal === true && e.sqlState === undefined
+}

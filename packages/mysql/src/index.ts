@@ -1,0 +1,32 @@
+export { checkIdentifier, checkSchemaPrefix, quoteIdentifier } from './identifiers'
+export {
+  detectDialect,
+  type InstallMysqlOptions,
+  type InstallMysqlResult,
+  type InstallProgress,
+  installMysqlShards,
+} from './installer'
+export { MysqlSource, type MysqlSourceOptions } from './mysql-source'
+export { BIG_NUMBER_OPTIONS, checkBigNumberConfig, createMysqlPool } from './pool'
+export {
+  type CounterEngine,
+  type GenerateMysqlSqlOptions,
+  generateMysqlSql,
+  layoutKey,
+  MAX_BATCH,
+  type MysqlDialect,
+  type MysqlSqlOptions,
+  type MysqlTriggerOptions,
+  mysqlShardStatements,
+  mysqlTriggerSql,
+  SQL_VERSION,
+  shardDatabase,
+} from './sql'
+export {
+  type TicketEngine,
+  type TicketServer,
+  TicketServerSource,
+  type TicketServerSourceOptions,
+  type TicketSqlOptions,
+  ticketServerStatements,
+} from './ticket-server-source'

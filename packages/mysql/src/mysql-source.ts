@@ -1,0 +1,202 @@
+import {
+  ClockMovedBackwardsError,
+  checkCount,
+  ConfigurationError,
+  type IdSource,
+  InvalidArgumentError,
+  type Layout,
+  type ShardMap,
+  ShardMap as ShardMapClass,
+  ShardOutOfRangeError,
+  type ShardSelection,
+} from '@shardflake/core'
+import type { Pool } from 'mysql2/promise'
+import { routineSignal, translateRoutineError } from './errors'
+import { checkSchemaPrefix } from './identifiers'
+import { checkBigNumberConfig } from './pool'
+import { checkGeneratingLayout, MAX_BATCH } from './sql'
+
+/** What {@link MysqlSource} takes. */
+export interface MysqlSourceOptions {
+  /** The layout the routines were installed with. */
+  layout: Layout
+  /**
+   * Where each logical shard lives: logical shard ranges to mysql2 pools (one per physical server).
+   * Give either this or `pool` + `shards`.
+   */
+  shardMap?: ShardMap<Pool>
+  /** One server for all the `shards`. */
+  pool?: Pool
+  /** The logical shards `pool` serves (with `pool`). @default 'all' */
+  shards?: ShardSelection
+  /**
+   * The prefix the shards were installed with.
+   * @default 'shard_'
+   */
+  schemaPrefix?: string
+  /** How many logical shards keys are reduced by. @default layout.shardCount */
+  logicalShards?: number
+  /**
+   * How long a call may wait, in total, when a shard's counter is too far ahead of the server
+   * clock (a burst, or a clock that stepped back) before it throws `ClockMovedBackwardsError`.
+   * @default 1000
+   */
+  maxWaitMs?: number
+  /** End the pools in `close()`. @default false */
+  endPools?: boolean
+}
+
+/**
+ * IDs from the shard databases' `reserve_ids(n)` routine: one round trip per batch (a single
+ * `UPDATE` reserves `n` counter values; the IDs are assembled here from the values and the
+ * layout), logical shards routed to physical servers with a core `ShardMap`.
+ *
+ * The counter counts in "ID space" (`time << sequenceBits | sequence`) and only moves forward, so
+ * no value is ever handed out twice: not under concurrency, not past 1024 IDs per ms (it borrows
+ * the next milliseconds), not when the server clock steps back (the time part pauses). IDs never
+ * pass through a JavaScript `number`: the value is read as a string and pools must have
+ * `supportBigNumbers` + `bigNumberStrings` (see `createMysqlPool`).
+ *
+ * @example
+ * ```ts
+ * import { instagram, ShardMap } from '@shardflake/core'
+ * import { createMysqlPool, MysqlSource } from '@shardflake/mysql'
+ *
+ * const a = await createMysqlPool('mysql://app@db-a:3306/app')
+ * const b = await createMysqlPool('mysql://app@db-b:3306/app')
+ * const source = new MysqlSource({
+ *   layout: instagram,
+ *   shardMap: new ShardMap(instagram, [
+ *     { from: 0, to: 999, target: a },
+ *     { from: 1000, to: 1999, target: b },
+ *   ]),
+ * })
+ * const ids = await source.nextIds(1341, 500)
+ * ```
+ */
+export class MysqlSource implements IdSource {
+  readonly layout: Layout
+  readonly synchronous = false
+  readonly logicalShards: number
+  readonly shardMap: ShardMap<Pool>
+  private readonly schemaPrefix: string
+  private readonly maxWaitMs: number
+  private readonly endPools: boolean
+  private readonly timeShift: bigint
+  private readonly sequenceBits: bigint
+  private readonly mask: bigint
+
+  /**
+   * @throws ConfigurationError when neither `shardMap` nor `pool` is given, or a pool would
+   * return BIGINT as numbers.
+   */
+  constructor(options: MysqlSourceOptions) {
+    const { layout } = options
+    checkGeneratingLayout(layout)
+    this.layout = layout
+    if (options.shardMap) {
+      this.shardMap = options.shardMap
+    } else if (options.pool) {
+      this.shardMap = mapFromSelection(layout, options.pool, options.shards ?? 'all')
+    } else {
+      throw new ConfigurationError('MysqlSource needs a shardMap, or a pool (and its shards).')
+    }
+    for (const pool of this.shardMap.targets()) checkBigNumberConfig(pool, 'MysqlSource')
+    this.schemaPrefix = checkSchemaPrefix(options.schemaPrefix ?? 'shard_', layout.shardCount - 1)
+    this.logicalShards = options.logicalShards ?? layout.shardCount
+    this.maxWaitMs = options.maxWaitMs ?? 1000
+    this.endPools = options.endPools ?? false
+    this.timeShift = layout.shifts.time
+    this.sequenceBits = BigInt(layout.sequenceBits)
+    this.mask = (1n << this.sequenceBits) - 1n
+  }
+
+  /** One new ID of a logical shard. */
+  async nextId(shard: number): Promise<bigint> {
+    const [id] = await this.nextIds(shard, 1)
+    return id!
+  }
+
+  /** `count` new ascending IDs of a logical shard, in one round trip (at most 1,000,000). */
+  async nextIds(shard: number, count: number): Promise<bigint[]> {
+    checkCount(count)
+    if (count > MAX_BATCH) {
+      throw new InvalidArgumentError(`count must be at most ${MAX_BATCH}, got ${count}.`)
+    }
+    const pool = this.poolFor(shard)
+    const first = await this.reserve(pool, shard, count)
+    const shardPart = BigInt(shard) << this.layout.shifts.shard
+    const ids = new Array<bigint>(count)
+    for (let i = 0; i < count; i++) {
+      const v = first + BigInt(i)
+      let id = ((v >> this.sequenceBits) << this.timeShift) | shardPart | (v & this.mask)
+      if (id >= 1n << 63n) id -= 1n << 64n
+      ids[i] = id
+    }
+    return ids
+  }
+
+  /** Ends the pools when `endPools` was set. */
+  async close(): Promise<void> {
+    if (this.endPools) await Promise.all(this.shardMap.targets().map((pool) => pool.end()))
+  }
+
+  private poolFor(shard: number): Pool {
+    this.layout.checkShard(shard)
+    if (!this.shardMap.has(shard)) {
+      throw new ShardOutOfRangeError(
+        shard,
+        `Logical shard ${shard} is not served by this MysqlSource (not in its shard map).`,
+      )
+    }
+    return this.shardMap.targetFor(shard)
+  }
+
+  /** Reserves `count` counter values; waits while the counter is ahead of the clock. */
+  private async reserve(pool: Pool, shard: number, count: number): Promise<bigint> {
+    const sql = `SELECT CAST(\`${this.schemaPrefix}${shard}\`.\`reserve_ids\`(?) AS CHAR) AS v`
+    let waited = 0
+    for (;;) {
+      try {
+        const [rows] = await pool.query(sql, [count])
+        const value = (rows as { v?: unknown }[])[0]?.v
+        if (typeof value !== 'string' || !/^\d+$/.test(value)) {
+          throw new ConfigurationError(
+            `reserve_ids of shard ${shard} returned ${String(value)}; is the shard installed?`,
+          )
+        }
+        return BigInt(value)
+      } catch (error) {
+        const signal = routineSignal(error)
+        if (signal?.kind === 'CLOCK') {
+          const [aheadMs = 0, allowedMs = 0] = signal.rest.split(':').map(Number)
+          const waitMs = Math.max(1, aheadMs - allowedMs)
+          if (waited + waitMs <= this.maxWaitMs) {
+            await new Promise((resolve) => setTimeout(resolve, waitMs))
+            waited += waitMs
+            continue
+          }
+          throw new ClockMovedBackwardsError(aheadMs, this.maxWaitMs)
+        }
+        throw translateRoutineError(error, shard, this.maxWaitMs)
+      }
+    }
+  }
+}
+
+function mapFromSelection(layout: Layout, pool: Pool, selection: ShardSelection): ShardMap<Pool> {
+  if (selection === 'all') return ShardMapClass.single(layout, pool)
+  if (Array.isArray(selection)) {
+    const sorted = [...new Set(selection as readonly number[])].sort((a, b) => a - b)
+    if (sorted.length === 0) throw new ConfigurationError('shards must not be an empty list.')
+    const ranges: { from: number; to: number; target: Pool }[] = []
+    for (const shard of sorted) {
+      const last = ranges[ranges.length - 1]
+      if (last && last.to === shard - 1) last.to = shard
+      else ranges.push({ from: shard, to: shard, target: pool })
+    }
+    return new ShardMapClass(layout, ranges)
+  }
+  const { from, to } = selection as { from: number; to: number }
+  return new ShardMapClass(layout, [{ from, to, target: pool }])
+}

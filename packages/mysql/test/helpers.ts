@@ -1,0 +1,125 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import mysql, { type Pool, type PoolOptions } from 'mysql2/promise'
+
+/** The shared MariaDB/MySQL server of the tests. */
+export const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
+
+/** A pool with BIGINT as strings (what every shardflake pool needs). */
+export function createPool(url = MYSQL_URL, extra: PoolOptions = {}): Pool {
+  return mysql.createPool({
+    uri: url,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+    connectionLimit: 8,
+    ...extra,
+  })
+}
+
+/** Runs raw SQL and returns the rows. */
+export async function rows<T = Record<string, unknown>>(
+  pool: Pool,
+  sql: string,
+  params: unknown[] = [],
+): Promise<T[]> {
+  const [result] = await pool.query(sql, params)
+  return result as T[]
+}
+
+/** Drops every database whose name starts with `prefix` (the test's own). */
+export async function dropDatabases(pool: Pool, prefix: string): Promise<void> {
+  if (!/^sf_my_[a-z0-9_]+$/.test(prefix)) throw new Error(`refusing prefix ${prefix}`)
+  const names = await rows<{ name: string }>(
+    pool,
+    'SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?',
+    [`${prefix.replace(/_/g, '\\_')}%`],
+  )
+  for (const { name } of names) await pool.query(`DROP DATABASE IF EXISTS \`${name}\``)
+}
+
+/** Counts values and distinct values. */
+export function distinct(ids: readonly bigint[]): { total: number; distinct: number } {
+  return { total: ids.length, distinct: new Set(ids).size }
+}
+
+/** A second MariaDB server started for a test file (another port, its own data directory). */
+export interface ExtraServer {
+  url: string
+  port: number
+  stop(): Promise<void>
+}
+
+async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      const port = typeof address === 'object' && address ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+/**
+ * Starts a throw-away MariaDB server (`mariadb-install-db` + `mariadbd`) on a free port, with
+ * grant tables skipped. `stop()` ends it (SIGTERM to the process this started) and removes its
+ * data directory.
+ */
+export async function startMariadb(): Promise<ExtraServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'sf_my_srv_'))
+  const data = join(dir, 'data')
+  execFileSync('mariadb-install-db', [
+    '--no-defaults',
+    `--datadir=${data}`,
+    '--user=root',
+    '--auth-root-authentication-method=normal',
+    '--skip-test-db',
+  ])
+  const port = await freePort()
+  const child: ChildProcess = spawn(
+    'mariadbd',
+    [
+      '--no-defaults',
+      `--datadir=${data}`,
+      '--user=root',
+      `--port=${port}`,
+      '--bind-address=127.0.0.1',
+      `--socket=${join(dir, 'sock')}`,
+      `--pid-file=${join(dir, 'pid')}`,
+      '--skip-grant-tables',
+      '--skip-log-bin',
+      '--innodb-buffer-pool-size=16M',
+      '--max-connections=100',
+    ],
+    { stdio: 'ignore' },
+  )
+  const url = `mysql://root@127.0.0.1:${port}/mysql`
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  let ready = false
+  for (let i = 0; i < 100 && !ready; i++) {
+    try {
+      const connection = await mysql.createConnection({ uri: url })
+      await connection.query('SELECT 1')
+      await connection.end()
+      ready = true
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM')
+      await exited
+    }
+    rmSync(dir, { recursive: true, force: true })
+  }
+  if (!ready) {
+    await stop()
+    throw new Error('The extra MariaDB server did not start.')
+  }
+  return { url, port, stop }
+}
