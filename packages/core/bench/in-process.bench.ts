@@ -12,7 +12,7 @@
 import { Snowflake } from '@sapphire/snowflake'
 import { Bench } from 'tinybench'
 import { v7 as uuidv7 } from 'uuid'
-import { InProcessSource, instagram } from '../dist/index.mjs'
+import { InProcessSource, instagram } from '@shardflake/core'
 
 const json = process.argv.includes('--json')
 const rounds = Number(process.env.ROUNDS ?? 5)
