@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from './errors'
+import { ConfigurationError, InvalidArgumentError } from './errors'
 import type { Layout } from './layout'
 
 /**
@@ -115,6 +115,21 @@ export function isSyncSource(source: IdSource): source is SyncIdSource {
 /** The number of logical shards keys are reduced by, for a source. */
 export function logicalShardsOf(source: IdSource): number {
   return source.logicalShards ?? source.layout?.shardCount ?? 2 ** 31 - 1
+}
+
+/**
+ * The `logicalShards` option of a source, checked: an integer from 1 to `layout.shardCount`,
+ * defaulting to `layout.shardCount`.
+ * @throws ConfigurationError
+ */
+export function resolveLogicalShards(layout: Layout, value: number | undefined): number {
+  const count = value ?? layout.shardCount
+  if (!Number.isSafeInteger(count) || count < 1 || count > layout.shardCount) {
+    throw new ConfigurationError(
+      `logicalShards must be an integer from 1 to ${layout.shardCount}, got ${String(value)}.`,
+    )
+  }
+  return count
 }
 
 /**

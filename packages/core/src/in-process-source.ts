@@ -5,7 +5,7 @@ import {
   InvalidLayoutError,
   ShardOutOfRangeError,
 } from './errors'
-import { checkCount, type SyncIdSource } from './id-source'
+import { checkCount, resolveLogicalShards, type SyncIdSource } from './id-source'
 import type { Layout } from './layout'
 
 /** Which logical shards a process owns: all of them, a list, or an inclusive range. */
@@ -129,16 +129,7 @@ export class InProcessSource implements SyncIdSource {
       )
     }
     ;[this.owns, this.describeShards] = readSelection(layout, selection)
-    this.logicalShards = options.logicalShards ?? layout.shardCount
-    if (
-      !Number.isSafeInteger(this.logicalShards) ||
-      this.logicalShards < 1 ||
-      this.logicalShards > layout.shardCount
-    ) {
-      throw new ConfigurationError(
-        `logicalShards must be an integer from 1 to ${layout.shardCount}, got ${options.logicalShards}.`,
-      )
-    }
+    this.logicalShards = resolveLogicalShards(layout, options.logicalShards)
     const maxDriftMs = options.maxDriftMs ?? 10
     const maxWaitMs = options.maxWaitMs ?? 100
     if (!(maxDriftMs >= 0) || !(maxWaitMs >= 0)) {

@@ -6,6 +6,7 @@ export {
   type IdSource,
   isSyncSource,
   logicalShardsOf,
+  resolveLogicalShards,
   type SyncIdSource,
 } from './id-source'
 export { type IdInput, toBigInt } from './id-value'
