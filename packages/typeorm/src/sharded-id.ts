@@ -1,0 +1,202 @@
+import {
+  type IdInput,
+  InvalidArgumentError,
+  type ShardKey,
+  type StringKeyMode,
+} from '@shardflake/core'
+import { type EntitySchemaColumnOptions, PrimaryColumn } from 'typeorm'
+
+/**
+ * Where a row's shard comes from. The TypeORM spelling of core's `ShardRule`:
+ * - `shardBy`: a property (or function) giving the shard key, e.g. the owner's user id
+ *   (integers and digit strings: `key % logicalShards`; other strings: hashed).
+ * - `sameShardAs`: a property (or function) giving the parent, so the row lands on the parent's
+ *   shard (comments with their post). It may name a **relation** (`'post'`) or a **column**
+ *   holding the parent ID (`'postId'`). A parent saved in the same `save()` call (a cascade) works
+ *   even before it has its ID, whether the child points at it or it lists the child.
+ * - `shard`: a fixed logical shard.
+ */
+export type ShardedIdRule<T = Record<string, unknown>> =
+  | {
+      readonly shardBy: (keyof T & string) | ((entity: T) => ShardKey | null | undefined)
+      /** @default 'auto' */
+      readonly stringKeys?: StringKeyMode
+    }
+  | {
+      readonly sameShardAs:
+        | (keyof T & string)
+        | ((entity: T) => IdInput | object | null | undefined)
+    }
+  | { readonly shard: number }
+
+/** Column settings `@ShardedId` passes on to TypeORM. The column is always `bigint`, primary, not generated. */
+export interface ShardedIdColumnOptions {
+  /** Database column name. @default the property name */
+  readonly name?: string
+  /** Name of the primary key constraint. */
+  readonly primaryKeyConstraintName?: string
+  /** Column comment. */
+  readonly comment?: string
+}
+
+/** The rule of `@ShardedId` plus column settings. */
+export type ShardedIdOptions<T = Record<string, unknown>> = ShardedIdRule<T> &
+  ShardedIdColumnOptions
+
+/** What the subscriber needs to know about a sharded entity. */
+export interface ShardedIdEntry {
+  readonly propertyName: string
+  readonly rule: ShardedIdRule<Record<string, unknown>>
+}
+
+// biome-ignore lint/complexity/noBannedTypes: TypeORM identifies entities by constructor.
+type EntityTarget = Function | string
+
+const registry = new Map<EntityTarget, ShardedIdEntry>()
+const schemaColumns = new WeakMap<object, ShardedIdRule<Record<string, unknown>>>()
+
+/**
+ * Declares the primary key of an entity as a shardflake ID: a `bigint` primary column that the
+ * database does not generate, filled before the INSERT by the subscriber of
+ * {@link useShardedIds}, from the given shard rule. The property holds a decimal `string`
+ * (TypeORM's BIGINT representation), or a `bigint` with `idType: 'bigint'`.
+ *
+ * Needs `experimentalDecorators` (TypeORM's decorators are legacy decorators).
+ *
+ * @example
+ * ```ts
+ * @Entity()
+ * class Post {
+ *   @ShardedId({ shardBy: 'userId' })   // or shardBy: (post: Post) => post.userId
+ *   id!: string
+ *   @Column({ type: 'bigint' }) userId!: string
+ * }
+ *
+ * @Entity()
+ * class Comment {
+ *   @ShardedId({ sameShardAs: 'post' })  // lands on its post's shard
+ *   id!: string
+ *   @ManyToOne(() => Post) post!: Post
+ * }
+ * ```
+ */
+export function ShardedId<T = Record<string, unknown>>(
+  options: ShardedIdOptions<T>,
+): PropertyDecorator {
+  checkRule(options)
+  return (prototype, property) => {
+    if (typeof property !== 'string')
+      throw new InvalidArgumentError('@ShardedId needs a string property name.')
+    PrimaryColumn({
+      type: 'bigint',
+      name: options.name,
+      primaryKeyConstraintName: options.primaryKeyConstraintName,
+      comment: options.comment,
+    })(prototype, property)
+    registerShardedId(prototype.constructor, property, options)
+  }
+}
+
+/**
+ * The `EntitySchema` counterpart of {@link ShardedId}: column options for a sharded primary key.
+ * Pass the schema itself (not a glob path) in `DataSource` `entities`, so the subscriber finds
+ * the rule; otherwise call {@link registerShardedId}.
+ *
+ * @example
+ * ```ts
+ * const PostSchema = new EntitySchema<Post>({
+ *   name: 'Post',
+ *   tableName: 'posts',
+ *   columns: {
+ *     id: shardedIdColumn<Post>({ shardBy: 'userId' }),
+ *     userId: { type: 'bigint', name: 'user_id' },
+ *   },
+ * })
+ * ```
+ */
+export function shardedIdColumn<T = Record<string, unknown>>(
+  options: ShardedIdOptions<T>,
+): EntitySchemaColumnOptions {
+  checkRule(options)
+  const column: EntitySchemaColumnOptions = {
+    type: 'bigint',
+    primary: true,
+    name: options.name,
+    primaryKeyConstraintName: options.primaryKeyConstraintName,
+    comment: options.comment,
+  }
+  schemaColumns.set(column, toEntryRule(options))
+  return column
+}
+
+/**
+ * Registers a sharded key by hand: for entity schemas loaded from paths, or entities declared
+ * without `@ShardedId`. The column must be a `bigint` primary key the database does not generate.
+ *
+ * @example
+ * ```ts
+ * registerShardedId('Post', 'id', { shardBy: 'userId' })
+ * ```
+ */
+export function registerShardedId<T = Record<string, unknown>>(
+  target: EntityTarget,
+  propertyName: string,
+  rule: ShardedIdRule<T>,
+): void {
+  checkRule(rule)
+  registry.set(target, { propertyName, rule: toEntryRule(rule) })
+}
+
+/** The sharded key of an entity target, looking through its base classes. */
+export function findShardedId(target: EntityTarget | undefined): ShardedIdEntry | undefined {
+  let current: unknown = target
+  while (current) {
+    const entry = registry.get(current as EntityTarget)
+    if (entry) return entry
+    if (typeof current !== 'function') return undefined
+    current = Object.getPrototypeOf(current)
+  }
+  return undefined
+}
+
+/** Registers the `shardedIdColumn` columns of the `EntitySchema` objects among `entities`. */
+export function registerSchemas(entities: unknown): void {
+  const list = Array.isArray(entities)
+    ? entities
+    : entities && typeof entities === 'object'
+      ? Object.values(entities)
+      : []
+  for (const entity of list) {
+    const options = (
+      entity as { options?: { name?: unknown; target?: unknown; columns?: unknown } }
+    )?.options
+    if (!options || typeof options.columns !== 'object' || options.columns === null) continue
+    for (const [property, column] of Object.entries(options.columns)) {
+      const rule = column && typeof column === 'object' ? schemaColumns.get(column) : undefined
+      if (!rule) continue
+      const target = typeof options.target === 'function' ? options.target : options.name
+      if (typeof target === 'function' || typeof target === 'string') {
+        registry.set(target, { propertyName: property, rule })
+      }
+    }
+  }
+}
+
+function toEntryRule<T>(rule: ShardedIdRule<T>): ShardedIdRule<Record<string, unknown>> {
+  if ('shard' in rule) return { shard: rule.shard }
+  if ('sameShardAs' in rule) {
+    return { sameShardAs: rule.sameShardAs } as ShardedIdRule<Record<string, unknown>>
+  }
+  return { shardBy: rule.shardBy, stringKeys: rule.stringKeys } as ShardedIdRule<
+    Record<string, unknown>
+  >
+}
+
+function checkRule(rule: object): void {
+  const kinds = ['shardBy', 'sameShardAs', 'shard'].filter((kind) => kind in rule)
+  if (kinds.length !== 1) {
+    throw new InvalidArgumentError(
+      `A sharded ID needs exactly one of shardBy, sameShardAs or shard, got ${kinds.length === 0 ? 'none' : kinds.join(', ')}.`,
+    )
+  }
+}

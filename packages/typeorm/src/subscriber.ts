@@ -1,0 +1,351 @@
+import {
+  allocateIds,
+  ConfigurationError,
+  type IdRequestContext,
+  type IdSource,
+  type Layout,
+  logicalShardsOf,
+  MissingShardKeyError,
+  resolveShard,
+  toBigInt,
+} from '@shardflake/core'
+import type {
+  DataSource,
+  EntityMetadata,
+  EntitySubscriberInterface,
+  InsertEvent,
+  ObjectLiteral,
+  QueryRunner,
+} from 'typeorm'
+import { findShardedId, registerSchemas, type ShardedIdEntry } from './sharded-id'
+
+/** What {@link useShardedIds} and {@link ShardedIdSubscriber} take. */
+export interface ShardedIdsOptions {
+  /**
+   * Where IDs come from: `InProcessSource` (no round trip), `PostgresSource`, `MysqlSource`, ...
+   * Integer shard keys are reduced modulo its `logicalShards`.
+   */
+  readonly source: IdSource
+  /**
+   * What the subscriber writes into the entity: a decimal `string` (TypeORM's own BIGINT
+   * representation, safe as a foreign key and in relations) or a `bigint`. With `'bigint'` the
+   * sharded columns also get a transformer so loaded entities carry `bigint`; foreign-key
+   * columns you declare yourself stay strings unless you add {@link bigintTransformer}.
+   * Never `number`: it loses precision above 2^53, twelve days after the epoch.
+   * @default 'string'
+   */
+  readonly idType?: 'string' | 'bigint'
+}
+
+interface Pending {
+  readonly entity: ObjectLiteral
+  readonly metadata: EntityMetadata
+  readonly sharded: ShardedIdEntry
+  shard?: number
+  resolving?: boolean
+  resolve(): void
+  reject(error: unknown): void
+}
+
+/**
+ * Assigns shardflake IDs in `beforeInsert`, for every insert TypeORM broadcasts: `save()` of one
+ * entity or an array, cascaded children, `insert()` with instances or plain objects, query-builder
+ * inserts and `upsert()`. The hooks of one call are coalesced (per query runner, so concurrent
+ * calls stay apart) into one `nextIds` per shard; a synchronous source costs no round trip. An
+ * ID the caller set is kept. Database sources get the call's query runner as `context.query`.
+ *
+ * Prefer {@link useShardedIds}; build one yourself to list it in `subscribers` of a
+ * `DataSource` you configure elsewhere.
+ */
+export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLiteral> {
+  readonly source: IdSource
+  readonly idType: 'string' | 'bigint'
+  private readonly layout: Layout | undefined
+  private readonly logicalShards: number
+  private readonly batches = new Map<object, Pending[]>()
+  private readonly scanned = new WeakSet<object>()
+
+  constructor(options: ShardedIdsOptions) {
+    this.source = options.source
+    this.idType = options.idType ?? 'string'
+    if (this.idType !== 'string' && this.idType !== 'bigint') {
+      throw new ConfigurationError(
+        `idType must be 'string' or 'bigint', got ${JSON.stringify(this.idType)}: numbers lose precision above 2^53.`,
+      )
+    }
+    this.layout = options.source.layout
+    this.logicalShards = logicalShardsOf(options.source)
+  }
+
+  beforeInsert(event: InsertEvent<ObjectLiteral>): Promise<void> | undefined {
+    const entity = event.entity
+    if (!entity || typeof entity !== 'object') return undefined
+    const sharded = this.shardedIdOf(event.metadata, event.connection)
+    if (!sharded) return undefined
+    const current: unknown = entity[sharded.propertyName]
+    if (current !== undefined && current !== null) {
+      toBigInt(current, `${event.metadata.name}.${sharded.propertyName}`)
+      return undefined
+    }
+    const key: object = event.queryRunner ?? this
+    let batch = this.batches.get(key)
+    if (!batch) {
+      const created: Pending[] = []
+      batch = created
+      this.batches.set(key, created)
+      // Every hook of one save()/insert() is broadcast in one synchronous loop: by the time this
+      // microtask runs, the whole call is in the batch.
+      queueMicrotask(() => {
+        this.batches.delete(key)
+        void this.flush(created, event.queryRunner)
+      })
+    }
+    const pending = batch
+    return new Promise<void>((resolve, reject) => {
+      pending.push({ entity, metadata: event.metadata, sharded, resolve, reject })
+    })
+  }
+
+  private async flush(batch: Pending[], queryRunner: QueryRunner | undefined): Promise<void> {
+    try {
+      const byEntity = new Map(batch.map((item) => [item.entity, item]))
+      const shards = batch.map((item) => this.shardOf(item, byEntity, batch))
+      const ids = await allocateIds(this.source, shards, contextOf(queryRunner))
+      batch.forEach((item, i) => {
+        item.entity[item.sharded.propertyName] = this.present(ids[i]!)
+      })
+      for (const item of batch) item.resolve()
+    } catch (error) {
+      for (const item of batch) item.reject(error)
+    }
+  }
+
+  private present(id: bigint): string | bigint {
+    const signed = id >= 1n << 63n ? id - (1n << 64n) : id
+    return this.idType === 'bigint' ? signed : signed.toString()
+  }
+
+  private shardOf(item: Pending, byEntity: Map<ObjectLiteral, Pending>, batch: Pending[]): number {
+    if (item.shard !== undefined) return item.shard
+    const layout = this.layout
+    if (!layout) return 0 // IDs without a shard field (ticket servers)
+    const { rule } = item.sharded
+    const options = { layout, logicalShards: this.logicalShards, entityName: item.metadata.name }
+    if (item.resolving) {
+      throw new MissingShardKeyError(
+        `The sameShardAs rule of ${item.metadata.name} points back at itself through its parents.`,
+      )
+    }
+    item.resolving = true
+    let shard: number
+    if ('sameShardAs' in rule) {
+      const ref = rule.sameShardAs
+      let parent: unknown =
+        typeof ref === 'function' ? ref(item.entity) : item.entity[ref as string]
+      if ((parent === undefined || parent === null) && typeof ref === 'string') {
+        parent = findParentInBatch(item, ref, batch)
+      }
+      if (parent !== null && typeof parent === 'object') {
+        const parentItem = byEntity.get(parent)
+        if (parentItem) {
+          shard = resolveShard({ shard: this.shardOf(parentItem, byEntity, batch) }, {}, options)
+        } else {
+          const id = primaryKeyOf(parent, item, ref)
+          shard = resolveShard({ sameShardAs: () => id }, item.entity, options)
+        }
+      } else if (parent === undefined || parent === null) {
+        throw new MissingShardKeyError(
+          `The parent of ${item.metadata.name} (sameShardAs ${typeof ref === 'function' ? 'function' : `'${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
+        )
+      } else {
+        const id = toBigInt(parent, `Parent ID of ${item.metadata.name}`)
+        shard = resolveShard({ sameShardAs: () => id }, item.entity, options)
+      }
+    } else {
+      shard = resolveShard(rule, item.entity, options)
+    }
+    item.shard = shard
+    item.resolving = false
+    return shard
+  }
+
+  private shardedIdOf(
+    metadata: EntityMetadata,
+    dataSource: DataSource | undefined,
+  ): ShardedIdEntry | undefined {
+    const found = findShardedId(metadata.target)
+    if (found || !dataSource || this.scanned.has(dataSource)) return found
+    this.scanned.add(dataSource)
+    registerSchemas(dataSource.options.entities)
+    return findShardedId(metadata.target)
+  }
+}
+
+/**
+ * Installs a {@link ShardedIdSubscriber} on a `DataSource` (now if it is initialized, otherwise
+ * right after `initialize()`), after refusing driver settings that would turn IDs into lossy
+ * numbers (`parseInt8` on PostgreSQL; `supportBigNumbers`/`bigNumberStrings` off on MySQL and
+ * MariaDB) with a `ConfigurationError`.
+ *
+ * @example
+ * ```ts
+ * import { InProcessSource, instagram } from '@shardflake/core'
+ * import { useShardedIds } from '@shardflake/typeorm'
+ *
+ * const dataSource = new DataSource({ type: 'postgres', url, entities: [Post, Comment] })
+ * useShardedIds(dataSource, { source: new InProcessSource({ layout: instagram, shards: 'all' }) })
+ * await dataSource.initialize()
+ * const post = await dataSource.getRepository(Post).save({ userId: '31341', title: 'hello' })
+ * post.id // '1387263000905712345', assigned before the INSERT
+ * ```
+ */
+export function useShardedIds(
+  dataSource: DataSource,
+  options: ShardedIdsOptions,
+): ShardedIdSubscriber {
+  checkLossless(dataSource)
+  const subscriber = new ShardedIdSubscriber(options)
+  const install = () => {
+    checkLossless(dataSource)
+    registerSchemas(dataSource.options.entities)
+    if (subscriber.idType === 'bigint') installBigintTransformers(dataSource)
+    if (!dataSource.subscribers.includes(subscriber)) dataSource.subscribers.push(subscriber)
+  }
+  if (dataSource.isInitialized) {
+    install()
+  } else {
+    // initialize() replaces the subscriber list, so join it afterwards.
+    const initialize = dataSource.initialize.bind(dataSource)
+    dataSource.initialize = async () => {
+      await initialize()
+      install()
+      return dataSource
+    }
+  }
+  return subscriber
+}
+
+/**
+ * A column transformer between BIGINT and `bigint`, for foreign-key columns next to sharded
+ * keys when `idType: 'bigint'` is used.
+ *
+ * @example
+ * ```ts
+ * @Column({ type: 'bigint', transformer: bigintTransformer }) userId!: bigint
+ * ```
+ */
+export const bigintTransformer = {
+  to: (value: unknown): unknown => value,
+  from: (value: unknown): unknown =>
+    value === null || value === undefined ? value : toBigInt(value, 'BIGINT value'),
+}
+
+/**
+ * Throws a `ConfigurationError` when the `DataSource` would read BIGINT as a JavaScript
+ * `number`. Called by {@link useShardedIds}.
+ */
+export function checkLossless(dataSource: DataSource): void {
+  const options = dataSource.options as {
+    type: string
+    parseInt8?: boolean
+    supportBigNumbers?: boolean
+    bigNumberStrings?: boolean
+    extra?: { supportBigNumbers?: boolean; bigNumberStrings?: boolean }
+  }
+  if (options.type === 'postgres' || options.type === 'cockroachdb') {
+    const pg = (dataSource.driver as { postgres?: PgModule }).postgres
+    if (options.parseInt8 === true || pg?.defaults?.parseInt8 === true) {
+      throw new ConfigurationError(
+        'parseInt8 is on: BIGINT columns would come back as JavaScript numbers, which lose precision above 2^53 (every shardflake ID after its first twelve days). Remove parseInt8 from the DataSource options (and pg.defaults.parseInt8); TypeORM then hands BIGINT out as strings.',
+      )
+    }
+    const parse = pg?.types?.getTypeParser?.(20, 'text')
+    if (parse && typeof parse('9007199254740993') === 'number') {
+      throw new ConfigurationError(
+        'A pg type parser turns BIGINT (OID 20) into a JavaScript number, which loses precision above 2^53. Remove the types.setTypeParser(20, ...) override, or parse to BigInt instead.',
+      )
+    }
+  }
+  if (options.type === 'mysql' || options.type === 'mariadb' || options.type === 'aurora-mysql') {
+    const lossy = [options, options.extra ?? {}].some(
+      (set) => set.supportBigNumbers === false || set.bigNumberStrings === false,
+    )
+    if (lossy) {
+      throw new ConfigurationError(
+        'supportBigNumbers/bigNumberStrings is off: mysql2 would return BIGINT as JavaScript numbers (or a mix of numbers and strings), which lose precision above 2^53. Leave both at TypeORM\u2019s default (true).',
+      )
+    }
+  }
+}
+
+interface PgModule {
+  defaults?: { parseInt8?: boolean }
+  types?: { getTypeParser?: (oid: number, format?: string) => (text: string) => unknown }
+}
+
+function installBigintTransformers(dataSource: DataSource): void {
+  for (const metadata of dataSource.entityMetadatas) {
+    const sharded = findShardedId(metadata.target)
+    const column = sharded && metadata.findColumnWithPropertyName(sharded.propertyName)
+    if (column && !column.transformer) column.transformer = bigintTransformer
+  }
+}
+
+function contextOf(queryRunner: QueryRunner | undefined): IdRequestContext | undefined {
+  if (!queryRunner || queryRunner.isReleased) return undefined
+  return {
+    query: async (sql, params) => {
+      const result: unknown = await queryRunner.query(sql, [...params])
+      // A CALL comes back as [rows, status] from mysql2.
+      const rows = Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result
+      return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : []
+    },
+  }
+}
+
+/** A parent in the same call that lists `item` in its one-to-many relation (a cascade). */
+function findParentInBatch(
+  item: Pending,
+  ref: string,
+  batch: Pending[],
+): ObjectLiteral | undefined {
+  const relation =
+    item.metadata.findRelationWithPropertyPath(ref) ??
+    item.metadata.relations.find((candidate) =>
+      candidate.joinColumns.some(
+        (joinColumn) =>
+          joinColumn.databaseName === item.metadata.findColumnWithPropertyName(ref)?.databaseName,
+      ),
+    )
+  const inverse = relation?.inverseRelation
+  if (!relation || !inverse) return undefined
+  for (const candidate of batch) {
+    if (candidate === item || !isOf(candidate.metadata, relation.inverseEntityMetadata)) continue
+    const children: unknown = inverse.getEntityValue(candidate.entity)
+    if (children === item.entity || (Array.isArray(children) && children.includes(item.entity))) {
+      return candidate.entity
+    }
+  }
+  return undefined
+}
+
+function isOf(metadata: EntityMetadata, expected: EntityMetadata): boolean {
+  return metadata === expected || metadata.inheritanceTree.includes(expected.target as never)
+}
+
+function primaryKeyOf(parent: object, item: Pending, ref: unknown): string | bigint {
+  const relation =
+    typeof ref === 'string' ? item.metadata.findRelationWithPropertyPath(ref) : undefined
+  const sharded = findShardedId(parent.constructor)
+  const value: unknown = relation
+    ? relation.inverseEntityMetadata.primaryColumns[0]?.getEntityValue(parent)
+    : sharded
+      ? (parent as ObjectLiteral)[sharded.propertyName]
+      : (parent as ObjectLiteral).id
+  if (value === undefined || value === null) {
+    throw new MissingShardKeyError(
+      `The parent of ${item.metadata.name} (sameShardAs ${typeof ref === 'string' ? `'${ref}'` : 'function'}) has no ID yet and is not saved in the same call: save it first.`,
+    )
+  }
+  return toBigInt(value, `Parent ID of ${item.metadata.name}`)
+}
