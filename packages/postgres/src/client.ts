@@ -1,0 +1,69 @@
+/**
+ * Anything that runs one SQL statement with `$1` parameters and returns its rows: a `pg.Pool`, a
+ * `pg.Client`, a pool client, or a PGlite instance (`@electric-sql/pglite`) — all of them fit as
+ * they are.
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg'
+ * import { PGlite } from '@electric-sql/pglite'
+ *
+ * const server: SqlClient = new pg.Pool({ connectionString: process.env.DATABASE_URL })
+ * const embedded: SqlClient = new PGlite()
+ * ```
+ */
+export interface SqlClient {
+  query(text: string, params?: unknown[]): Promise<{ rows: unknown[] }>
+}
+
+/** A PGlite-like client: it runs multi-statement scripts with `exec`. */
+interface ScriptClient extends SqlClient {
+  exec(script: string): Promise<unknown>
+}
+
+/** A pg.Pool-like client: `connect()` lends a client that must be released. */
+interface PoolLike extends SqlClient {
+  connect(): Promise<SqlClient & { release(error?: Error | boolean): void }>
+  readonly idleCount: number
+}
+
+/** One connection for a run of statements (a transaction), and how to give it back. @internal */
+export interface Session {
+  query(text: string, params?: unknown[]): Promise<Record<string, unknown>[]>
+  /** Runs a script of several statements (no parameters). */
+  exec(script: string): Promise<void>
+  release(error?: Error): void
+}
+
+function hasExec(client: SqlClient): client is ScriptClient {
+  return typeof (client as Partial<ScriptClient>).exec === 'function'
+}
+
+function isPool(client: SqlClient): client is PoolLike {
+  return (
+    typeof (client as Partial<PoolLike>).connect === 'function' &&
+    typeof (client as Partial<PoolLike>).idleCount === 'number'
+  )
+}
+
+/** Takes one connection: a client from a pool, or the client itself. @internal */
+export async function openSession(client: SqlClient): Promise<Session> {
+  const target = isPool(client) ? await client.connect() : client
+  const release = (error?: Error) => {
+    if (target !== client && 'release' in target && typeof target.release === 'function') {
+      target.release(error)
+    }
+  }
+  return {
+    async query(text, params) {
+      const result = await target.query(text, params ?? [])
+      return result.rows as Record<string, unknown>[]
+    },
+    async exec(script) {
+      // PGlite runs scripts with exec(); node-postgres does with query() and no parameters.
+      if (hasExec(target)) await target.exec(script)
+      else await target.query(script)
+    },
+    release,
+  }
+}

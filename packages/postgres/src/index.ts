@@ -1,0 +1,24 @@
+export type { SqlClient } from './client'
+export { checkIdentifier, quoteIdent } from './identifiers'
+export {
+  type InstallOptions,
+  type InstallProgress,
+  type InstallResult,
+  installPostgres,
+  readInstalledLayout,
+  readInstalledShards,
+  setDefault,
+} from './installer'
+export { PostgresSource, type PostgresSourceOptions, type PrefetchOptions } from './source'
+export {
+  commonSql,
+  defaultClause,
+  type PostgresLayoutOptions,
+  type PostgresSqlOptions,
+  postgresSql,
+  resolveSqlOptions,
+  SQL_VERSION,
+  setDefaultSql,
+  shardSchemaName,
+  shardSql,
+} from './sql'

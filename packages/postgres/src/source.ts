@@ -1,0 +1,268 @@
+import {
+  ConfigurationError,
+  checkCount,
+  type IdInput,
+  type IdRequestContext,
+  type IdSource,
+  InvalidLayoutError,
+  type Layout,
+  ShardMap,
+  ShardOutOfRangeError,
+  SourceUnavailableError,
+} from '@shardflake/core'
+import type { SqlClient } from './client'
+import { quoteIdent } from './identifiers'
+import { shardSchemaName } from './sql'
+
+/** A small buffer of IDs fetched ahead, per shard. */
+export interface PrefetchOptions {
+  /** IDs fetched per round trip when the buffer of a shard is empty. */
+  size: number
+  /**
+   * The oldest a buffered ID may be when handed out, in ms; older ones are dropped (gaps, never
+   * repeats).
+   * @default 1000
+   */
+  maxAgeMs?: number
+}
+
+/** What {@link PostgresSource} takes. */
+export interface PostgresSourceOptions {
+  /** The layout installed in the databases (checked by the installer, baked into the SQL). */
+  layout: Layout
+  /**
+   * Where the logical shards live: one database (a `pg.Pool`, a PGlite instance, anything with
+   * `query(sql, params)`) serving every shard, or a {@link ShardMap} from logical shard ranges
+   * to databases (Instagram's thousands of logical shards on a few servers).
+   */
+  databases: SqlClient | ShardMap<SqlClient>
+  /** @default 'shard_' */
+  schemaPrefix?: string
+  /** How many logical shards keys are reduced by. @default the shard map's highest shard + 1 */
+  logicalShards?: number
+  /**
+   * Hand out single IDs from a per-shard buffer filled `size` at a time, so single inserts do not
+   * pay a round trip each. The trade-off: an ID's embedded time is when it was **made**, up to
+   * `maxAgeMs` before the row is inserted, so IDs from different processes interleave by up to
+   * that much; unused buffered IDs are lost on exit (gaps, never repeats).
+   * @default undefined (no buffer: one round trip per call)
+   */
+  prefetch?: PrefetchOptions
+  /**
+   * Run the query on the caller's connection (`context.query`, e.g. the ORM's transaction) when
+   * one is given. Only correct when that connection is to the database holding the shard, so off
+   * unless you say so; a function decides per shard.
+   * @default false
+   */
+  useContextQuery?: boolean | ((shard: number) => boolean)
+}
+
+interface Buffer {
+  ids: bigint[]
+  next: number
+  fetchedAt: number
+  pending: Promise<void> | undefined
+}
+
+/**
+ * IDs from the `next_id()`/`next_ids(n)` functions installed by {@link installPostgres}: each
+ * logical shard's IDs come from the database that holds the shard, a batch in one round trip.
+ * Concurrency-safe: uniqueness is the database's (the sequence), not this object's.
+ *
+ * @example One server
+ * ```ts
+ * const source = new PostgresSource({ layout: instagram, databases: pool })
+ * const ids = await source.nextIds(5, 100)
+ * ```
+ * @example Logical shards on two servers, and routing rows
+ * ```ts
+ * const map = new ShardMap(instagram, [
+ *   { from: 0, to: 999, target: poolA },
+ *   { from: 1000, to: 1999, target: poolB },
+ * ])
+ * const source = new PostgresSource({ layout: instagram, databases: map })
+ * const id = await source.nextId(1341)
+ * await source.poolForId(id).query('INSERT INTO shard_1341.posts (id) VALUES ($1)', [id])
+ * ```
+ * @example Embedded (PGlite)
+ * ```ts
+ * const db = new PGlite()
+ * await installPostgres(db, { layout: instagram, shards: '0-3' })
+ * const source = new PostgresSource({ layout: instagram, databases: db })
+ * ```
+ */
+export class PostgresSource implements IdSource {
+  readonly layout: Layout
+  readonly synchronous = false
+  readonly logicalShards: number
+  /** Logical shards to databases. */
+  readonly map: ShardMap<SqlClient>
+  private readonly schemaPrefix: string
+  private readonly prefetch: Required<PrefetchOptions> | undefined
+  private readonly useContext: (shard: number) => boolean
+  private readonly buffers = new Map<number, Buffer>()
+  private readonly statements = new Map<number, string>()
+  private closed = false
+
+  /**
+   * @throws InvalidLayoutError for a decode-only layout.
+   * @throws ConfigurationError for a shard map of another layout or a bad prefetch size.
+   */
+  constructor(options: PostgresSourceOptions) {
+    const { layout } = options
+    if (layout.decodeOnly) {
+      throw new InvalidLayoutError(
+        `Layout ${JSON.stringify(layout.name)} is for decoding other systems' IDs; define your own layout to generate.`,
+      )
+    }
+    this.layout = layout
+    this.map =
+      options.databases instanceof ShardMap
+        ? options.databases
+        : ShardMap.single(layout, options.databases)
+    if (!this.map.layout.equals(layout)) {
+      throw new ConfigurationError('The shard map was made for another layout.')
+    }
+    this.schemaPrefix = options.schemaPrefix ?? 'shard_'
+    shardSchemaName(layout.shardCount - 1, this.schemaPrefix)
+    const last = this.map.ranges[this.map.ranges.length - 1]
+    this.logicalShards = options.logicalShards ?? (last ? last.to + 1 : layout.shardCount)
+    if (options.prefetch) {
+      const { size, maxAgeMs = 1000 } = options.prefetch
+      if (!Number.isSafeInteger(size) || size < 1 || !(maxAgeMs >= 0)) {
+        throw new ConfigurationError(
+          `prefetch.size must be a positive integer and maxAgeMs >= 0, got ${size} and ${maxAgeMs}.`,
+        )
+      }
+      this.prefetch = { size, maxAgeMs }
+    }
+    const use = options.useContextQuery ?? false
+    this.useContext = typeof use === 'function' ? use : () => use
+  }
+
+  /** The database holding a logical shard. @throws ShardOutOfRangeError */
+  poolFor(shard: number): SqlClient {
+    this.checkShard(shard)
+    return this.map.targetFor(shard)
+  }
+
+  /** The database holding the row with this ID (its shard read from the ID). */
+  poolForId(id: IdInput): SqlClient {
+    return this.poolFor(this.layout.shardOf(id))
+  }
+
+  /** One new ID for a logical shard (from the prefetch buffer when there is one). */
+  async nextId(shard: number, context?: IdRequestContext): Promise<bigint> {
+    this.checkShard(shard)
+    if (!this.prefetch) return (await this.fetch(shard, 1, context))[0]!
+    const { size, maxAgeMs } = this.prefetch
+    for (;;) {
+      let buffer = this.buffers.get(shard)
+      if (!buffer) {
+        buffer = { ids: [], next: 0, fetchedAt: 0, pending: undefined }
+        this.buffers.set(shard, buffer)
+      }
+      if (buffer.next < buffer.ids.length && Date.now() - buffer.fetchedAt <= maxAgeMs) {
+        return buffer.ids[buffer.next++]!
+      }
+      if (!buffer.pending) {
+        const target = buffer
+        target.pending = this.fetch(shard, size, context).then(
+          (ids) => {
+            target.ids = ids
+            target.next = 0
+            target.fetchedAt = Date.now()
+            target.pending = undefined
+          },
+          (error: unknown) => {
+            target.pending = undefined
+            throw error
+          },
+        )
+      }
+      await buffer.pending
+    }
+  }
+
+  /** `count` new, ascending IDs for a logical shard, in one round trip (`next_ids(count)`). */
+  async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
+    checkCount(count)
+    this.checkShard(shard)
+    // Buffered IDs are older than the batch: drop them so IDs stay ascending across calls.
+    const buffer = this.buffers.get(shard)
+    if (buffer) buffer.next = buffer.ids.length
+    return this.fetch(shard, count, context)
+  }
+
+  /** Drops the prefetch buffers. The pools belong to the caller, who ends them. */
+  close(): void {
+    this.closed = true
+    this.buffers.clear()
+  }
+
+  private checkShard(shard: number): void {
+    this.layout.checkShard(shard)
+    if (!this.map.has(shard)) {
+      throw new ShardOutOfRangeError(
+        shard,
+        `Logical shard ${shard} is not in this source's shard map.`,
+      )
+    }
+  }
+
+  private statement(shard: number): string {
+    let sql = this.statements.get(shard)
+    if (!sql) {
+      const schema = quoteIdent('schema', shardSchemaName(shard, this.schemaPrefix))
+      // One row whatever n is: cheaper to parse than n rows; ids as text, never through number.
+      sql = `SELECT string_agg(x::text, ',' ORDER BY o) AS ids FROM ${schema}.next_ids($1::integer) WITH ORDINALITY AS t(x, o)`
+      this.statements.set(shard, sql)
+    }
+    return sql
+  }
+
+  private async fetch(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
+    if (this.closed) throw new ConfigurationError('This PostgresSource is closed.')
+    const sql = this.statement(shard)
+    let rows: readonly unknown[]
+    try {
+      if (context?.query && this.useContext(shard)) {
+        rows = await context.query(sql, [count])
+      } else {
+        rows = (await this.map.targetFor(shard).query(sql, [count])).rows
+      }
+    } catch (error) {
+      throw this.translate(error, shard)
+    }
+    const text = (rows[0] as { ids?: unknown } | undefined)?.ids
+    if (typeof text !== 'string') {
+      throw new SourceUnavailableError(`next_ids(${count}) of shard ${shard} returned no IDs.`)
+    }
+    const ids = text.split(',').map((id) => BigInt(id))
+    if (ids.length !== count) {
+      throw new SourceUnavailableError(
+        `next_ids(${count}) of shard ${shard} returned ${ids.length} IDs.`,
+      )
+    }
+    return ids
+  }
+
+  private translate(error: unknown, shard: number): unknown {
+    const code = (error as { code?: unknown } | undefined)?.code
+    if (code === '3F000' || code === '42883' || code === '42P01') {
+      return new ConfigurationError(
+        `Logical shard ${shard} is not installed in the database the shard map gives for it (schema ${shardSchemaName(shard, this.schemaPrefix)}): run installPostgres there.`,
+      )
+    }
+    if (
+      typeof code === 'string' &&
+      /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|57P0[1-3]|08\d\d\d)$/.test(code)
+    ) {
+      return new SourceUnavailableError(
+        `The database of logical shard ${shard} is unavailable (${code}).`,
+        { cause: error },
+      )
+    }
+    return error
+  }
+}

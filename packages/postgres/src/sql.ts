@@ -1,0 +1,571 @@
+import {
+  fnv1a32,
+  InvalidArgumentError,
+  InvalidLayoutError,
+  type Layout,
+  parseShardList,
+} from '@shardflake/core'
+import { checkIdentifier, quoteIdent, quoteLiteral, quoteQualified } from './identifiers'
+
+/** The version of the SQL objects this package installs (recorded in the metadata tables). */
+export const SQL_VERSION = '1'
+
+/** What the SQL generator, the installer and the source need to know about an installation. */
+export interface PostgresLayoutOptions {
+  /** The layout of the IDs. Its epoch, widths and time unit are baked into the SQL. */
+  layout: Layout
+  /**
+   * Each logical shard lives in its own schema, named prefix + shard number.
+   * @default 'shard_'
+   */
+  schemaPrefix?: string
+  /**
+   * The schema holding what all shards share: the metadata tables (`layout`, `shards`), the clock
+   * `now_ms()` and the decode helpers `shardflake_timestamp(id)`, `shardflake_shard(id)`,
+   * `shardflake_sequence(id)`.
+   * @default 'shardflake'
+   */
+  schema?: string
+}
+
+/** Options of the generated SQL. */
+export interface PostgresSqlOptions extends PostgresLayoutOptions {
+  /** Worker id baked into every ID, for layouts with worker bits. @default 0 */
+  worker?: number
+  /**
+   * `CACHE` of each shard's sequence. Above 1 a session preallocates values: fewer writes to the
+   * sequence page, but IDs from different sessions are then no longer in time order (never
+   * repeated, though).
+   * @default 1
+   */
+  cache?: number
+  /**
+   * How far (in ms of ID space) a shard's sequence may fall behind the clock before a call moves
+   * it forward to the clock. Smaller keeps the embedded time closer to the clock, larger moves
+   * the sequence less often.
+   * @default 5
+   */
+  marginMs?: number
+  /**
+   * How far ahead of the clock the sequence may run (bursts above 2^sequenceBits IDs per time
+   * unit borrow the next units; a clock that stepped back leaves it ahead) before calls wait for
+   * the clock.
+   * @default 1000
+   */
+  maxDriftMs?: number
+  /**
+   * The longest one call waits for the clock; beyond it the call fails with SQLSTATE `SF001`
+   * and issues nothing.
+   * @default 2000
+   */
+  maxWaitMs?: number
+}
+
+/** Every option resolved, plus the numbers the SQL is made of. @internal */
+export interface ResolvedSqlOptions {
+  layout: Layout
+  schema: string
+  schemaPrefix: string
+  worker: number
+  cache: number
+  marginMs: number
+  maxDriftMs: number
+  maxWaitMs: number
+  /** First key of the advisory locks (a hash of the common schema name). */
+  lockKey: number
+}
+
+/**
+ * Validates and fills in the options.
+ * @throws InvalidIdentifierError for a schema name or prefix that is not a plain identifier.
+ * @throws InvalidLayoutError for a decode-only layout or one whose time field is not above its sequence.
+ * @throws InvalidArgumentError for numbers out of range.
+ */
+export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptions {
+  const { layout } = options
+  if (layout.decodeOnly) {
+    throw new InvalidLayoutError(
+      `Layout ${JSON.stringify(layout.name)} is for decoding other systems' IDs; define your own layout to generate.`,
+    )
+  }
+  if (layout.order.indexOf('time') > layout.order.indexOf('sequence')) {
+    throw new InvalidLayoutError(
+      'PostgreSQL next_id() needs the time field above the sequence field, so that IDs grow with the sequence.',
+    )
+  }
+  const schema = checkIdentifier('schema', options.schema ?? 'shardflake')
+  const schemaPrefix = options.schemaPrefix ?? 'shard_'
+  checkIdentifier('schema prefix', schemaPrefix)
+  checkIdentifier('schema prefix', `${schemaPrefix}${layout.shardCount - 1}`)
+  const worker = options.worker ?? 0
+  if (!Number.isInteger(worker) || worker < 0 || worker >= layout.workerCount) {
+    throw new InvalidArgumentError(
+      `worker must be an integer from 0 to ${layout.workerCount - 1}, got ${String(worker)}.`,
+    )
+  }
+  const integer = (name: string, value: number, min: number, max: number): number => {
+    if (!Number.isSafeInteger(value) || value < min || value > max) {
+      throw new InvalidArgumentError(
+        `${name} must be an integer from ${min} to ${max}, got ${String(value)}.`,
+      )
+    }
+    return value
+  }
+  return {
+    layout,
+    schema,
+    schemaPrefix,
+    worker,
+    cache: integer('cache', options.cache ?? 1, 1, 1_000_000),
+    marginMs: integer('marginMs', options.marginMs ?? 5, 1, 3_600_000),
+    maxDriftMs: integer('maxDriftMs', options.maxDriftMs ?? 1000, 0, 86_400_000),
+    maxWaitMs: integer('maxWaitMs', options.maxWaitMs ?? 2000, 0, 3_600_000),
+    lockKey: fnv1a32(`shardflake:${schema}`) | 0,
+  }
+}
+
+/** The schema name of a logical shard (`shard_5`). @throws InvalidIdentifierError */
+export function shardSchemaName(shard: number, schemaPrefix = 'shard_'): string {
+  return checkIdentifier('schema', `${schemaPrefix}${shard}`)
+}
+
+/**
+ * The clause for a column definition: `DEFAULT "shard_5".next_id()`.
+ *
+ * @example
+ * ```ts
+ * await pool.query(`CREATE TABLE posts (id bigint PRIMARY KEY ${defaultClause(5)}, body text)`)
+ * ```
+ */
+export function defaultClause(shard: number, options: { schemaPrefix?: string } = {}): string {
+  checkShardNumber(shard)
+  return `DEFAULT ${quoteIdent('schema', shardSchemaName(shard, options.schemaPrefix))}.next_id()`
+}
+
+/**
+ * `ALTER TABLE ... ALTER COLUMN ... SET DEFAULT "shard_5".next_id()` for an existing table.
+ * @throws InvalidIdentifierError for a table or column name that is not a plain identifier.
+ */
+export function setDefaultSql(options: {
+  /** `table` or `schema.table`. */
+  table: string
+  shard: number
+  /** @default 'id' */
+  column?: string
+  schemaPrefix?: string
+}): string {
+  const table = quoteQualified('table', options.table)
+  const column = quoteIdent('column', options.column ?? 'id')
+  return `ALTER TABLE ${table} ALTER COLUMN ${column} SET ${defaultClause(options.shard, options)}`
+}
+
+function checkShardNumber(shard: number): void {
+  if (!Number.isSafeInteger(shard) || shard < 0) {
+    throw new InvalidArgumentError(`A shard number must be an integer >= 0, got ${String(shard)}.`)
+  }
+}
+
+/** Numbers of the layout in the form the SQL uses them. */
+function numbers(o: ResolvedSqlOptions) {
+  const { layout } = o
+  const S = layout.sequenceBits
+  const unit = layout.timeUnitMs
+  const perUnit = 2n ** BigInt(S)
+  const margin = BigInt(Math.max(1, Math.ceil(o.marginMs / unit))) * perUnit
+  const drift = BigInt(Math.ceil(o.maxDriftMs / unit)) * perUnit
+  const maxValue = BigInt(layout.timeLimit) * perUnit - 1n
+  return {
+    S,
+    unit,
+    epoch: layout.epoch,
+    margin,
+    drift,
+    maxValue,
+    seqMask: perUnit - 1n,
+    timeMask: 2n ** BigInt(layout.timeBits) - 1n,
+    shardMask: 2n ** BigInt(layout.shardBits) - 1n,
+    workerMask: 2n ** BigInt(layout.workerBits) - 1n,
+    shifts: layout.shifts,
+  }
+}
+
+/** `(ms - epoch) / unit`, the time field for a ms expression. */
+function timeOf(o: ResolvedSqlOptions, ms: string): string {
+  const { epoch, unit } = numbers(o)
+  return unit === 1 ? `(${ms} - ${epoch})` : `((${ms} - ${epoch}) / ${unit})`
+}
+
+function signed(value: bigint): bigint {
+  return value >= 1n << 63n ? value - (1n << 64n) : value
+}
+
+/** The SQL for what every shard shares (common schema, metadata, clock, decode helpers). */
+export function commonSql(options: PostgresSqlOptions | ResolvedSqlOptions): string {
+  const o = 'lockKey' in options ? options : resolveSqlOptions(options)
+  const { layout } = o
+  const n = numbers(o)
+  const c = quoteIdent('schema', o.schema)
+  const description = JSON.stringify(layout.toJSON())
+  const order = layout.order.join(',')
+  const field = (name: 'shard' | 'sequence' | 'worker', mask: bigint) =>
+    `((id >> ${n.shifts[name]}) & ${mask})::integer`
+  return `-- shardflake ${SQL_VERSION}: objects shared by all shards of layout ${JSON.stringify(layout.name)}
+CREATE SCHEMA IF NOT EXISTS ${c};
+
+CREATE TABLE IF NOT EXISTS ${c}.layout (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  name text NOT NULL,
+  epoch_ms bigint NOT NULL,
+  time_unit_ms integer NOT NULL,
+  time_bits integer NOT NULL,
+  shard_bits integer NOT NULL,
+  worker_bits integer NOT NULL,
+  sequence_bits integer NOT NULL,
+  field_order text NOT NULL,
+  description jsonb NOT NULL,
+  version text NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS ${c}.shards (
+  shard integer PRIMARY KEY,
+  schema_name text NOT NULL UNIQUE,
+  worker integer NOT NULL,
+  sequence_cache integer NOT NULL,
+  version text NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Refuse a different layout over an existing one: IDs would lose their order and could repeat.
+DO $shardflake$
+DECLARE
+  r record;
+BEGIN
+  LOCK TABLE ${c}.layout IN EXCLUSIVE MODE;
+  SELECT * INTO r FROM ${c}.layout;
+  IF NOT FOUND THEN
+    INSERT INTO ${c}.layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version)
+    VALUES (${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}', ${quoteLiteral(description)}::jsonb, '${SQL_VERSION}');
+  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order)
+        IS DISTINCT FROM (${layout.epoch}::bigint, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}'::text) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF002',
+      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit); refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) over it: IDs would lose their order and could repeat',
+        ${quoteLiteral(o.schema)}, r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms,
+        ${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, ${layout.timeUnitMs});
+  END IF;
+END
+$shardflake$;
+
+-- The clock next_id() reads, in ms since 1970. Tests replace it to step the clock back.
+CREATE OR REPLACE FUNCTION ${c}.now_ms() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint
+$$;
+
+-- Decode helpers: the time, shard and sequence an ID carries (signed or not).
+CREATE OR REPLACE FUNCTION ${c}.shardflake_timestamp(id bigint) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT to_timestamp(((((id >> ${n.shifts.time}) & ${n.timeMask}) * ${n.unit} + ${n.epoch})::double precision) / 1000)
+$$;
+
+CREATE OR REPLACE FUNCTION ${c}.shardflake_shard(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${field('shard', n.shardMask)}
+$$;
+
+CREATE OR REPLACE FUNCTION ${c}.shardflake_sequence(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${field('sequence', n.seqMask)}
+$$;
+${
+  layout.workerBits > 0
+    ? `
+CREATE OR REPLACE FUNCTION ${c}.shardflake_worker(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${field('worker', n.workerMask)}
+$$;
+`
+    : ''
+}`
+}
+
+/**
+ * The SQL for one logical shard: its schema, sequences, `next_id()`, `next_ids(n)` and the
+ * helpers they call, and its row in the metadata table. Idempotent: running it again keeps the
+ * sequence where it is and replaces the functions.
+ *
+ * ## How `next_id()` never repeats an ID
+ *
+ * The sequence `id_seq` counts in ID space: its value is `time << sequenceBits | sequence`, so
+ * each `nextval` is exactly one ID, whatever the clock does. The clock only decides when the
+ * sequence has fallen more than `marginMs` behind; then one session (holding a session-level
+ * advisory lock for microseconds) moves it forward with `setval`, never backwards.
+ *
+ * `setval` is not atomic with other sessions' `nextval`, so moving the sequence is announced in
+ * a second sequence, `id_gen`, used like a seqlock: the mover sets it to "not called" (readers see
+ * NULL) before reading the sequence's last value and calling `setval`, and to a new value after.
+ * Every draw reads `id_gen` before and after its `nextval` and keeps its value only when both
+ * reads are equal and not NULL; otherwise it draws again (and, with CACHE above 1, first drops
+ * the session's cached values with `DISCARD SEQUENCES`). So a value handed out can neither be
+ * one drawn while the sequence was being moved nor be below where it was moved to.
+ */
+export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): string {
+  const o = 'lockKey' in options ? options : resolveSqlOptions(options)
+  const { layout } = o
+  o.layout.checkShard(shard)
+  const n = numbers(o)
+  const name = shardSchemaName(shard, o.schemaPrefix)
+  const s = quoteIdent('schema', name)
+  const c = quoteIdent('schema', o.schema)
+  const seq = `'${s}.id_seq'::regclass`
+  const gen = `'${s}.id_gen'::regclass`
+  const constant = signed(
+    (BigInt(shard) << n.shifts.shard) | (BigInt(o.worker) << n.shifts.worker),
+  )
+  const compose = (v: string) =>
+    `((${v} >> ${n.S}) << ${n.shifts.time}) | (${constant})::bigint | ((${v} & ${n.seqMask}) << ${n.shifts.sequence})`
+  const nowV = `(${timeOf(o, `${c}.now_ms()`)} << ${n.S})`
+  const lock = `${o.lockKey}, ${shard}`
+  const discardInLoop = o.cache > 1 ? '\n      DISCARD SEQUENCES;' : ''
+  const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
+  return `-- shardflake ${SQL_VERSION}: logical shard ${shard} of layout ${JSON.stringify(layout.name)}
+CREATE SCHEMA IF NOT EXISTS ${s};
+
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM ${c}.shards WHERE shard = ${shard} AND schema_name <> '${name}') THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF003',
+      MESSAGE = format('shardflake: logical shard ${shard} is already installed in schema %s, not ${name}: one shard must have one source', (SELECT schema_name FROM ${c}.shards WHERE shard = ${shard}));
+  END IF;
+END
+$shardflake$;
+
+-- Counts in ID space: value = time << ${n.S} | sequence. MAXVALUE is the end of the layout's time.
+CREATE SEQUENCE IF NOT EXISTS ${s}.id_seq AS bigint MINVALUE 0 MAXVALUE ${n.maxValue} START 0 CACHE ${o.cache} NO CYCLE;
+ALTER SEQUENCE ${s}.id_seq MAXVALUE ${n.maxValue} CACHE ${o.cache};
+-- Seqlock generation: NULL (not called) while the sequence is being moved forward.
+CREATE SEQUENCE IF NOT EXISTS ${s}.id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+CREATE OR REPLACE FUNCTION ${s}._compose(v bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${compose('v')}
+$$;
+
+-- Moves the sequence forward to the clock. False when another session is doing it.
+CREATE OR REPLACE FUNCTION ${s}._catch_up() RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  last bigint;
+  target bigint;
+BEGIN
+  IF NOT pg_try_advisory_lock(${lock}) THEN
+    RETURN false;
+  END IF;
+  BEGIN
+    SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
+    IF called THEN
+      PERFORM setval(${gen}, g, false);
+    END IF;
+    SELECT last_value INTO last FROM ${s}.id_seq;
+    target := ${nowV} - 1;
+    IF last < target THEN
+      PERFORM setval(${seq}, target, true);
+    END IF;
+    PERFORM setval(${gen}, g + 1, true);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM pg_advisory_unlock(${lock});
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(${lock});
+  RETURN true;
+END
+$$;
+
+-- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+CREATE OR REPLACE FUNCTION ${s}._wait_gen() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  tries integer := 0;
+BEGIN
+  LOOP
+    IF pg_sequence_last_value(${gen}) IS NOT NULL THEN
+      RETURN;
+    END IF;
+    IF pg_try_advisory_lock(${lock}) THEN
+      BEGIN
+        SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
+        IF NOT called THEN
+          PERFORM setval(${gen}, g + 1, true);
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock(${lock});
+        RAISE;
+      END;
+      PERFORM pg_advisory_unlock(${lock});
+      RETURN;
+    END IF;
+    tries := tries + 1;
+    IF tries > 25000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004',
+        MESSAGE = 'shardflake: shard ${shard}: the session moving its sequence forward did not finish within 5 s';
+    END IF;
+    PERFORM pg_sleep(0.0002);
+  END LOOP;
+END
+$$;
+
+-- Waits until the value's time is at most maxDriftMs ahead of the clock, or fails (SF001).
+CREATE OR REPLACE FUNCTION ${s}._throttle(v bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  ahead bigint;
+  waited bigint := 0;
+BEGIN
+  LOOP
+    ahead := ((v >> ${n.S}) * ${n.unit} + ${n.epoch}) - ${c}.now_ms() - ${o.maxDriftMs};
+    EXIT WHEN ahead <= 0;
+    IF waited + ahead > ${o.maxWaitMs} THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF001',
+        MESSAGE = format('shardflake: shard ${shard}: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most ${o.maxWaitMs}): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + ${o.maxDriftMs}, ${o.maxDriftMs}, waited);
+    END IF;
+    PERFORM pg_sleep(ahead / 1000.0);
+    waited := waited + ahead;
+  END LOOP;
+END
+$$;
+
+-- n new IDs of shard ${shard}, ascending, in one call.
+CREATE OR REPLACE FUNCTION ${s}.next_ids(n integer) RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g1 bigint;
+  g2 bigint;
+  vs bigint[];
+  nv bigint;
+  tries integer := 0;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  LOOP
+    tries := tries + 1;
+    IF tries > 1000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004', MESSAGE = 'shardflake: shard ${shard}: could not draw IDs in 1000 attempts';
+    END IF;
+    g1 := pg_sequence_last_value(${gen});
+    IF g1 IS NULL THEN
+      PERFORM ${s}._wait_gen();
+      CONTINUE;
+    END IF;
+    nv := ${nowV};
+    IF coalesce(pg_sequence_last_value(${seq}), -1) < nv - ${n.margin} AND ${s}._catch_up() THEN
+      CONTINUE;
+    END IF;
+    vs := ARRAY(SELECT nextval(${seq}) FROM generate_series(1, n));
+    g2 := pg_sequence_last_value(${gen});
+    IF g2 IS DISTINCT FROM g1 THEN${discardInLoop}
+      CONTINUE;
+    END IF;
+    nv := ${nowV};
+    IF vs[1] < nv - ${n.margin} AND ${s}._catch_up() THEN
+      CONTINUE;
+    END IF;
+    IF vs[n] > nv + ${n.drift} THEN
+      PERFORM ${s}._throttle(vs[n]);
+    END IF;
+    RETURN QUERY SELECT ${s}._compose(v) FROM unnest(vs) AS v;
+    RETURN;
+  END LOOP;
+END
+$$;
+
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
+CREATE OR REPLACE FUNCTION ${s}._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  nv bigint;
+BEGIN
+  IF g1 = g2 THEN
+    nv := ${nowV};
+    IF v < nv - ${n.margin} THEN
+      IF ${s}._catch_up() THEN
+        RETURN (SELECT x FROM ${s}.next_ids(1) AS x);
+      END IF;
+    ELSIF v > nv + ${n.drift} THEN
+      PERFORM ${s}._throttle(v);
+    END IF;
+    RETURN ${s}._compose(v);
+  END IF;${discardInSettle}
+  RETURN (SELECT x FROM ${s}.next_ids(1) AS x);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ${s}._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF g1 = g2 AND v >= (${timeOf(o, 'now_ms')} << ${n.S}) - ${n.margin} AND v <= (${timeOf(o, 'now_ms')} << ${n.S}) + ${n.drift} THEN
+    RETURN ${compose('v')};
+  END IF;
+  RETURN ${s}._settle(g1, v, g2);
+END
+$$;
+
+-- One new ID of shard ${shard}; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
+CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT ${s}._accept(pg_sequence_last_value(${gen}), nextval(${seq}), pg_sequence_last_value(${gen}), ${c}.now_ms())
+$$;
+
+INSERT INTO ${c}.shards (shard, schema_name, worker, sequence_cache, version)
+VALUES (${shard}, '${name}', ${o.worker}, ${o.cache}, '${SQL_VERSION}')
+ON CONFLICT (shard) DO UPDATE
+  SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
+`
+}
+
+/** Which shards, from a list, a range or a `"0-99,200"` string. @internal */
+export function readShards(
+  shards: readonly number[] | string | { from: number; to: number },
+  layout: Layout,
+): number[] {
+  let list: number[]
+  if (typeof shards === 'string') list = parseShardList(shards)
+  else if (Array.isArray(shards)) list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
+  else {
+    const { from, to } = shards as { from: number; to: number }
+    layout.checkShard(from)
+    layout.checkShard(to)
+    if (to < from) throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
+    list = Array.from({ length: to - from + 1 }, (_, i) => from + i)
+  }
+  if (list.length === 0) throw new InvalidArgumentError('No shards given.')
+  for (const shard of list) layout.checkShard(shard)
+  return list
+}
+
+/**
+ * The whole script for a layout and a set of logical shards: the common objects, then each shard.
+ * Pure: nothing is executed. Run it in one transaction (a migration file, `psql -1 -f`).
+ *
+ * @example
+ * ```ts
+ * import { instagram } from '@shardflake/core'
+ * import { postgresSql } from '@shardflake/postgres'
+ *
+ * writeFileSync('migrations/001_ids.sql', postgresSql({ layout: instagram, shards: '0-99' }))
+ * ```
+ */
+export function postgresSql(
+  options: PostgresSqlOptions & { shards: readonly number[] | string | { from: number; to: number } },
+): string {
+  const resolved = resolveSqlOptions(options)
+  const shards = readShards(options.shards, resolved.layout)
+  return [commonSql(resolved), ...shards.map((shard) => shardSql(resolved, shard))].join('\n')
+}

@@ -1,0 +1,200 @@
+-- shardflake 1: logical shard 7 of layout "instagram"
+CREATE SCHEMA IF NOT EXISTS "shard_7";
+
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 7 AND schema_name <> 'shard_7') THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF003',
+      MESSAGE = format('shardflake: logical shard 7 is already installed in schema %s, not shard_7: one shard must have one source', (SELECT schema_name FROM "shardflake".shards WHERE shard = 7));
+  END IF;
+END
+$shardflake$;
+
+-- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
+CREATE SEQUENCE IF NOT EXISTS "shard_7".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 100 NO CYCLE;
+ALTER SEQUENCE "shard_7".id_seq MAXVALUE 1125899906842623 CACHE 100;
+-- Seqlock generation: NULL (not called) while the sequence is being moved forward.
+CREATE SEQUENCE IF NOT EXISTS "shard_7".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+CREATE OR REPLACE FUNCTION "shard_7"._compose(v bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0)
+$$;
+
+-- Moves the sequence forward to the clock. False when another session is doing it.
+CREATE OR REPLACE FUNCTION "shard_7"._catch_up() RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  last bigint;
+  target bigint;
+BEGIN
+  IF NOT pg_try_advisory_lock(-573691797, 7) THEN
+    RETURN false;
+  END IF;
+  BEGIN
+    SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
+    IF called THEN
+      PERFORM setval('"shard_7".id_gen'::regclass, g, false);
+    END IF;
+    SELECT last_value INTO last FROM "shard_7".id_seq;
+    target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+    IF last < target THEN
+      PERFORM setval('"shard_7".id_seq'::regclass, target, true);
+    END IF;
+    PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM pg_advisory_unlock(-573691797, 7);
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 7);
+  RETURN true;
+END
+$$;
+
+-- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+CREATE OR REPLACE FUNCTION "shard_7"._wait_gen() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  tries integer := 0;
+BEGIN
+  LOOP
+    IF pg_sequence_last_value('"shard_7".id_gen'::regclass) IS NOT NULL THEN
+      RETURN;
+    END IF;
+    IF pg_try_advisory_lock(-573691797, 7) THEN
+      BEGIN
+        SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
+        IF NOT called THEN
+          PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock(-573691797, 7);
+        RAISE;
+      END;
+      PERFORM pg_advisory_unlock(-573691797, 7);
+      RETURN;
+    END IF;
+    tries := tries + 1;
+    IF tries > 25000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004',
+        MESSAGE = 'shardflake: shard 7: the session moving its sequence forward did not finish within 5 s';
+    END IF;
+    PERFORM pg_sleep(0.0002);
+  END LOOP;
+END
+$$;
+
+-- Waits until the value's time is at most maxDriftMs ahead of the clock, or fails (SF001).
+CREATE OR REPLACE FUNCTION "shard_7"._throttle(v bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  ahead bigint;
+  waited bigint := 0;
+BEGIN
+  LOOP
+    ahead := ((v >> 10) * 1 + 1314220021721) - "shardflake".now_ms() - 1000;
+    EXIT WHEN ahead <= 0;
+    IF waited + ahead > 2000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF001',
+        MESSAGE = format('shardflake: shard 7: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + 1000, 1000, waited);
+    END IF;
+    PERFORM pg_sleep(ahead / 1000.0);
+    waited := waited + ahead;
+  END LOOP;
+END
+$$;
+
+-- n new IDs of shard 7, ascending, in one call.
+CREATE OR REPLACE FUNCTION "shard_7".next_ids(n integer) RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g1 bigint;
+  g2 bigint;
+  vs bigint[];
+  nv bigint;
+  tries integer := 0;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  LOOP
+    tries := tries + 1;
+    IF tries > 1000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004', MESSAGE = 'shardflake: shard 7: could not draw IDs in 1000 attempts';
+    END IF;
+    g1 := pg_sequence_last_value('"shard_7".id_gen'::regclass);
+    IF g1 IS NULL THEN
+      PERFORM "shard_7"._wait_gen();
+      CONTINUE;
+    END IF;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF coalesce(pg_sequence_last_value('"shard_7".id_seq'::regclass), -1) < nv - 5120 AND "shard_7"._catch_up() THEN
+      CONTINUE;
+    END IF;
+    vs := ARRAY(SELECT nextval('"shard_7".id_seq'::regclass) FROM generate_series(1, n));
+    g2 := pg_sequence_last_value('"shard_7".id_gen'::regclass);
+    IF g2 IS DISTINCT FROM g1 THEN
+      DISCARD SEQUENCES;
+      CONTINUE;
+    END IF;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF vs[1] < nv - 5120 AND "shard_7"._catch_up() THEN
+      CONTINUE;
+    END IF;
+    IF vs[n] > nv + 1024000 THEN
+      PERFORM "shard_7"._throttle(vs[n]);
+    END IF;
+    RETURN QUERY SELECT "shard_7"._compose(v) FROM unnest(vs) AS v;
+    RETURN;
+  END LOOP;
+END
+$$;
+
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
+CREATE OR REPLACE FUNCTION "shard_7"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  nv bigint;
+BEGIN
+  IF g1 = g2 THEN
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF v < nv - 5120 THEN
+      IF "shard_7"._catch_up() THEN
+        RETURN (SELECT x FROM "shard_7".next_ids(1) AS x);
+      END IF;
+    ELSIF v > nv + 1024000 THEN
+      PERFORM "shard_7"._throttle(v);
+    END IF;
+    RETURN "shard_7"._compose(v);
+  END IF;
+  DISCARD SEQUENCES;
+  RETURN (SELECT x FROM "shard_7".next_ids(1) AS x);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION "shard_7"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF g1 = g2 AND v >= ((now_ms - 1314220021721) << 10) - 5120 AND v <= ((now_ms - 1314220021721) << 10) + 1024000 THEN
+    RETURN ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0);
+  END IF;
+  RETURN "shard_7"._settle(g1, v, g2);
+END
+$$;
+
+-- One new ID of shard 7; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
+CREATE OR REPLACE FUNCTION "shard_7".next_id() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT "shard_7"._accept(pg_sequence_last_value('"shard_7".id_gen'::regclass), nextval('"shard_7".id_seq'::regclass), pg_sequence_last_value('"shard_7".id_gen'::regclass), "shardflake".now_ms())
+$$;
+
+INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
+VALUES (7, 'shard_7', 0, 100, '1')
+ON CONFLICT (shard) DO UPDATE
+  SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

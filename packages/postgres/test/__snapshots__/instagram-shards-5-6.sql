@@ -1,0 +1,467 @@
+-- shardflake 1: objects shared by all shards of layout "instagram"
+CREATE SCHEMA IF NOT EXISTS "shardflake";
+
+CREATE TABLE IF NOT EXISTS "shardflake".layout (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  name text NOT NULL,
+  epoch_ms bigint NOT NULL,
+  time_unit_ms integer NOT NULL,
+  time_bits integer NOT NULL,
+  shard_bits integer NOT NULL,
+  worker_bits integer NOT NULL,
+  sequence_bits integer NOT NULL,
+  field_order text NOT NULL,
+  description jsonb NOT NULL,
+  version text NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS "shardflake".shards (
+  shard integer PRIMARY KEY,
+  schema_name text NOT NULL UNIQUE,
+  worker integer NOT NULL,
+  sequence_cache integer NOT NULL,
+  version text NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Refuse a different layout over an existing one: IDs would lose their order and could repeat.
+DO $shardflake$
+DECLARE
+  r record;
+BEGIN
+  LOCK TABLE "shardflake".layout IN EXCLUSIVE MODE;
+  SELECT * INTO r FROM "shardflake".layout;
+  IF NOT FOUND THEN
+    INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version)
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '1');
+  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order)
+        IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF002',
+      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit); refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) over it: IDs would lose their order and could repeat',
+        'shardflake', r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms,
+        'instagram', 1314220021721, 41, 13, 0, 10, 1);
+  END IF;
+END
+$shardflake$;
+
+-- The clock next_id() reads, in ms since 1970. Tests replace it to step the clock back.
+CREATE OR REPLACE FUNCTION "shardflake".now_ms() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint
+$$;
+
+-- Decode helpers: the time, shard and sequence an ID carries (signed or not).
+CREATE OR REPLACE FUNCTION "shardflake".shardflake_timestamp(id bigint) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT to_timestamp(((((id >> 23) & 2199023255551) * 1 + 1314220021721)::double precision) / 1000)
+$$;
+
+CREATE OR REPLACE FUNCTION "shardflake".shardflake_shard(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ((id >> 10) & 8191)::integer
+$$;
+
+CREATE OR REPLACE FUNCTION "shardflake".shardflake_sequence(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ((id >> 0) & 1023)::integer
+$$;
+
+-- shardflake 1: logical shard 5 of layout "instagram"
+CREATE SCHEMA IF NOT EXISTS "shard_5";
+
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 5 AND schema_name <> 'shard_5') THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF003',
+      MESSAGE = format('shardflake: logical shard 5 is already installed in schema %s, not shard_5: one shard must have one source', (SELECT schema_name FROM "shardflake".shards WHERE shard = 5));
+  END IF;
+END
+$shardflake$;
+
+-- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
+CREATE SEQUENCE IF NOT EXISTS "shard_5".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
+ALTER SEQUENCE "shard_5".id_seq MAXVALUE 1125899906842623 CACHE 1;
+-- Seqlock generation: NULL (not called) while the sequence is being moved forward.
+CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+CREATE OR REPLACE FUNCTION "shard_5"._compose(v bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ((v >> 10) << 23) | (5120)::bigint | ((v & 1023) << 0)
+$$;
+
+-- Moves the sequence forward to the clock. False when another session is doing it.
+CREATE OR REPLACE FUNCTION "shard_5"._catch_up() RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  last bigint;
+  target bigint;
+BEGIN
+  IF NOT pg_try_advisory_lock(-573691797, 5) THEN
+    RETURN false;
+  END IF;
+  BEGIN
+    SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
+    IF called THEN
+      PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+    END IF;
+    SELECT last_value INTO last FROM "shard_5".id_seq;
+    target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+    IF last < target THEN
+      PERFORM setval('"shard_5".id_seq'::regclass, target, true);
+    END IF;
+    PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM pg_advisory_unlock(-573691797, 5);
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 5);
+  RETURN true;
+END
+$$;
+
+-- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+CREATE OR REPLACE FUNCTION "shard_5"._wait_gen() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  tries integer := 0;
+BEGIN
+  LOOP
+    IF pg_sequence_last_value('"shard_5".id_gen'::regclass) IS NOT NULL THEN
+      RETURN;
+    END IF;
+    IF pg_try_advisory_lock(-573691797, 5) THEN
+      BEGIN
+        SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
+        IF NOT called THEN
+          PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock(-573691797, 5);
+        RAISE;
+      END;
+      PERFORM pg_advisory_unlock(-573691797, 5);
+      RETURN;
+    END IF;
+    tries := tries + 1;
+    IF tries > 25000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004',
+        MESSAGE = 'shardflake: shard 5: the session moving its sequence forward did not finish within 5 s';
+    END IF;
+    PERFORM pg_sleep(0.0002);
+  END LOOP;
+END
+$$;
+
+-- Waits until the value's time is at most maxDriftMs ahead of the clock, or fails (SF001).
+CREATE OR REPLACE FUNCTION "shard_5"._throttle(v bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  ahead bigint;
+  waited bigint := 0;
+BEGIN
+  LOOP
+    ahead := ((v >> 10) * 1 + 1314220021721) - "shardflake".now_ms() - 1000;
+    EXIT WHEN ahead <= 0;
+    IF waited + ahead > 2000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF001',
+        MESSAGE = format('shardflake: shard 5: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + 1000, 1000, waited);
+    END IF;
+    PERFORM pg_sleep(ahead / 1000.0);
+    waited := waited + ahead;
+  END LOOP;
+END
+$$;
+
+-- n new IDs of shard 5, ascending, in one call.
+CREATE OR REPLACE FUNCTION "shard_5".next_ids(n integer) RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g1 bigint;
+  g2 bigint;
+  vs bigint[];
+  nv bigint;
+  tries integer := 0;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  LOOP
+    tries := tries + 1;
+    IF tries > 1000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004', MESSAGE = 'shardflake: shard 5: could not draw IDs in 1000 attempts';
+    END IF;
+    g1 := pg_sequence_last_value('"shard_5".id_gen'::regclass);
+    IF g1 IS NULL THEN
+      PERFORM "shard_5"._wait_gen();
+      CONTINUE;
+    END IF;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF coalesce(pg_sequence_last_value('"shard_5".id_seq'::regclass), -1) < nv - 5120 AND "shard_5"._catch_up() THEN
+      CONTINUE;
+    END IF;
+    vs := ARRAY(SELECT nextval('"shard_5".id_seq'::regclass) FROM generate_series(1, n));
+    g2 := pg_sequence_last_value('"shard_5".id_gen'::regclass);
+    IF g2 IS DISTINCT FROM g1 THEN
+      CONTINUE;
+    END IF;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF vs[1] < nv - 5120 AND "shard_5"._catch_up() THEN
+      CONTINUE;
+    END IF;
+    IF vs[n] > nv + 1024000 THEN
+      PERFORM "shard_5"._throttle(vs[n]);
+    END IF;
+    RETURN QUERY SELECT "shard_5"._compose(v) FROM unnest(vs) AS v;
+    RETURN;
+  END LOOP;
+END
+$$;
+
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
+CREATE OR REPLACE FUNCTION "shard_5"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  nv bigint;
+BEGIN
+  IF g1 = g2 THEN
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF v < nv - 5120 THEN
+      IF "shard_5"._catch_up() THEN
+        RETURN (SELECT x FROM "shard_5".next_ids(1) AS x);
+      END IF;
+    ELSIF v > nv + 1024000 THEN
+      PERFORM "shard_5"._throttle(v);
+    END IF;
+    RETURN "shard_5"._compose(v);
+  END IF;
+  RETURN (SELECT x FROM "shard_5".next_ids(1) AS x);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION "shard_5"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF g1 = g2 AND v >= ((now_ms - 1314220021721) << 10) - 5120 AND v <= ((now_ms - 1314220021721) << 10) + 1024000 THEN
+    RETURN ((v >> 10) << 23) | (5120)::bigint | ((v & 1023) << 0);
+  END IF;
+  RETURN "shard_5"._settle(g1, v, g2);
+END
+$$;
+
+-- One new ID of shard 5; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
+CREATE OR REPLACE FUNCTION "shard_5".next_id() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT "shard_5"._accept(pg_sequence_last_value('"shard_5".id_gen'::regclass), nextval('"shard_5".id_seq'::regclass), pg_sequence_last_value('"shard_5".id_gen'::regclass), "shardflake".now_ms())
+$$;
+
+INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
+VALUES (5, 'shard_5', 0, 1, '1')
+ON CONFLICT (shard) DO UPDATE
+  SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
+
+-- shardflake 1: logical shard 6 of layout "instagram"
+CREATE SCHEMA IF NOT EXISTS "shard_6";
+
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 6 AND schema_name <> 'shard_6') THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF003',
+      MESSAGE = format('shardflake: logical shard 6 is already installed in schema %s, not shard_6: one shard must have one source', (SELECT schema_name FROM "shardflake".shards WHERE shard = 6));
+  END IF;
+END
+$shardflake$;
+
+-- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
+CREATE SEQUENCE IF NOT EXISTS "shard_6".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
+ALTER SEQUENCE "shard_6".id_seq MAXVALUE 1125899906842623 CACHE 1;
+-- Seqlock generation: NULL (not called) while the sequence is being moved forward.
+CREATE SEQUENCE IF NOT EXISTS "shard_6".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+CREATE OR REPLACE FUNCTION "shard_6"._compose(v bigint) RETURNS bigint
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ((v >> 10) << 23) | (6144)::bigint | ((v & 1023) << 0)
+$$;
+
+-- Moves the sequence forward to the clock. False when another session is doing it.
+CREATE OR REPLACE FUNCTION "shard_6"._catch_up() RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  last bigint;
+  target bigint;
+BEGIN
+  IF NOT pg_try_advisory_lock(-573691797, 6) THEN
+    RETURN false;
+  END IF;
+  BEGIN
+    SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
+    IF called THEN
+      PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+    END IF;
+    SELECT last_value INTO last FROM "shard_6".id_seq;
+    target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+    IF last < target THEN
+      PERFORM setval('"shard_6".id_seq'::regclass, target, true);
+    END IF;
+    PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+  EXCEPTION WHEN OTHERS THEN
+    PERFORM pg_advisory_unlock(-573691797, 6);
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 6);
+  RETURN true;
+END
+$$;
+
+-- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+CREATE OR REPLACE FUNCTION "shard_6"._wait_gen() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  called boolean;
+  tries integer := 0;
+BEGIN
+  LOOP
+    IF pg_sequence_last_value('"shard_6".id_gen'::regclass) IS NOT NULL THEN
+      RETURN;
+    END IF;
+    IF pg_try_advisory_lock(-573691797, 6) THEN
+      BEGIN
+        SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
+        IF NOT called THEN
+          PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+        END IF;
+      EXCEPTION WHEN OTHERS THEN
+        PERFORM pg_advisory_unlock(-573691797, 6);
+        RAISE;
+      END;
+      PERFORM pg_advisory_unlock(-573691797, 6);
+      RETURN;
+    END IF;
+    tries := tries + 1;
+    IF tries > 25000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004',
+        MESSAGE = 'shardflake: shard 6: the session moving its sequence forward did not finish within 5 s';
+    END IF;
+    PERFORM pg_sleep(0.0002);
+  END LOOP;
+END
+$$;
+
+-- Waits until the value's time is at most maxDriftMs ahead of the clock, or fails (SF001).
+CREATE OR REPLACE FUNCTION "shard_6"._throttle(v bigint) RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  ahead bigint;
+  waited bigint := 0;
+BEGIN
+  LOOP
+    ahead := ((v >> 10) * 1 + 1314220021721) - "shardflake".now_ms() - 1000;
+    EXIT WHEN ahead <= 0;
+    IF waited + ahead > 2000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF001',
+        MESSAGE = format('shardflake: shard 6: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + 1000, 1000, waited);
+    END IF;
+    PERFORM pg_sleep(ahead / 1000.0);
+    waited := waited + ahead;
+  END LOOP;
+END
+$$;
+
+-- n new IDs of shard 6, ascending, in one call.
+CREATE OR REPLACE FUNCTION "shard_6".next_ids(n integer) RETURNS SETOF bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g1 bigint;
+  g2 bigint;
+  vs bigint[];
+  nv bigint;
+  tries integer := 0;
+BEGIN
+  IF n IS NULL OR n < 1 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  LOOP
+    tries := tries + 1;
+    IF tries > 1000 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF004', MESSAGE = 'shardflake: shard 6: could not draw IDs in 1000 attempts';
+    END IF;
+    g1 := pg_sequence_last_value('"shard_6".id_gen'::regclass);
+    IF g1 IS NULL THEN
+      PERFORM "shard_6"._wait_gen();
+      CONTINUE;
+    END IF;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF coalesce(pg_sequence_last_value('"shard_6".id_seq'::regclass), -1) < nv - 5120 AND "shard_6"._catch_up() THEN
+      CONTINUE;
+    END IF;
+    vs := ARRAY(SELECT nextval('"shard_6".id_seq'::regclass) FROM generate_series(1, n));
+    g2 := pg_sequence_last_value('"shard_6".id_gen'::regclass);
+    IF g2 IS DISTINCT FROM g1 THEN
+      CONTINUE;
+    END IF;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF vs[1] < nv - 5120 AND "shard_6"._catch_up() THEN
+      CONTINUE;
+    END IF;
+    IF vs[n] > nv + 1024000 THEN
+      PERFORM "shard_6"._throttle(vs[n]);
+    END IF;
+    RETURN QUERY SELECT "shard_6"._compose(v) FROM unnest(vs) AS v;
+    RETURN;
+  END LOOP;
+END
+$$;
+
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
+CREATE OR REPLACE FUNCTION "shard_6"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  nv bigint;
+BEGIN
+  IF g1 = g2 THEN
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    IF v < nv - 5120 THEN
+      IF "shard_6"._catch_up() THEN
+        RETURN (SELECT x FROM "shard_6".next_ids(1) AS x);
+      END IF;
+    ELSIF v > nv + 1024000 THEN
+      PERFORM "shard_6"._throttle(v);
+    END IF;
+    RETURN "shard_6"._compose(v);
+  END IF;
+  RETURN (SELECT x FROM "shard_6".next_ids(1) AS x);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION "shard_6"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF g1 = g2 AND v >= ((now_ms - 1314220021721) << 10) - 5120 AND v <= ((now_ms - 1314220021721) << 10) + 1024000 THEN
+    RETURN ((v >> 10) << 23) | (6144)::bigint | ((v & 1023) << 0);
+  END IF;
+  RETURN "shard_6"._settle(g1, v, g2);
+END
+$$;
+
+-- One new ID of shard 6; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
+CREATE OR REPLACE FUNCTION "shard_6".next_id() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT "shard_6"._accept(pg_sequence_last_value('"shard_6".id_gen'::regclass), nextval('"shard_6".id_seq'::regclass), pg_sequence_last_value('"shard_6".id_gen'::regclass), "shardflake".now_ms())
+$$;
+
+INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
+VALUES (6, 'shard_6', 0, 1, '1')
+ON CONFLICT (shard) DO UPDATE
+  SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
