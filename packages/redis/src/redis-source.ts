@@ -105,7 +105,6 @@ export const recommendedRedisOptions: RedisOptions = {
   maxRetriesPerRequest: 0,
   commandTimeout: 2_000,
   connectTimeout: 2_000,
-  enableAutoPipelining: true,
   retryStrategy: (times) => Math.min(times * 100, 2_000),
 }
 
@@ -149,8 +148,8 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * healthy one; {@link nextIdsWithServer} and {@link serverOf} tell which server issued an ID.
  *
  * **Cost**: one `EVALSHA` round trip per call, whatever the batch size (the script is loaded once
- * per server and reloaded on `NOSCRIPT`). Clients made from URLs auto-pipeline, so concurrent
- * calls share round trips.
+ * per server and reloaded on `NOSCRIPT`). Concurrent calls share the connection: ioredis writes
+ * each call at once, without waiting for the replies of the others.
  *
  * @example
  * ```ts
@@ -354,6 +353,7 @@ export class RedisSource implements IdSource {
     const ids: bigint[] = []
     const servers: string[] = []
     let waited = 0
+    let lastNow = Number.NaN
     while (ids.length < count) {
       const [server, grant] = await this.call(shard, count - ids.length)
       if (grant.granted > 0) {
@@ -366,6 +366,11 @@ export class RedisSource implements IdSource {
       // shard's capacity, a fresh state after a restart, or the clock stepped back).
       const needed = Math.floor(grant.first / this.span) - this.maxDriftUnits
       const waitMs = Math.max(1, (needed - grant.now) * this.layout.timeUnitMs)
+      // A one-tick wait while the clock moves on is the shard's capacity being shared out (other
+      // callers took this tick's IDs): it does not add up against maxWaitMs. Longer waits, or a
+      // clock that stands still, do.
+      if (waitMs <= this.layout.timeUnitMs && grant.now !== lastNow) waited = 0
+      lastNow = grant.now
       if (waited + waitMs > this.maxWaitMs) {
         const behindMs = (Math.floor(grant.first / this.span) - grant.now) * this.layout.timeUnitMs
         throw new ClockMovedBackwardsError(behindMs, this.maxWaitMs)
@@ -450,8 +455,9 @@ export class RedisSource implements IdSource {
   }
 
   /** Healthy servers first (in strategy order), then the rest. */
-  private order(): Server[] {
+  private order(): readonly Server[] {
     const { servers } = this
+    if (servers.length === 1) return servers
     let start = 0
     if (this.strategy === 'round-robin') {
       start = this.turn

@@ -44,9 +44,10 @@ describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', (
   })
 
   it('never repeats when every process sees a different server clock (skew up to 30 ms)', async () => {
-    // Each process's calls see the real time plus its own skew, as if servers disagreed.
+    // Each process's calls see the real time plus its own skew. Processes whose clock is behind
+    // wait while the others keep the state ahead (allowed to wait long here): never repeat.
     const processes = [-30, -12, 0, 5, 18, 30].map((skew) =>
-      open({ strategy: 'round-robin', clock: () => Date.now() + skew }),
+      open({ strategy: 'round-robin', clock: () => Date.now() + skew, maxWaitMs: 30_000 }),
     )
     const rounds = await Promise.all(
       processes.flatMap((source) =>
