@@ -1,0 +1,134 @@
+import { mkdir, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { DMMF, GeneratorManifest, GeneratorOptions } from '@prisma/generator-helper'
+import { ConfigurationError, type ShardRule } from '@shardflake/core'
+import {
+  type ModelMetadata,
+  parseShardedId,
+  type RelationMetadata,
+  type ShardedModels,
+} from './metadata'
+
+const KEY_TYPES = new Set(['BigInt', 'Int', 'String'])
+
+/**
+ * The metadata of every model of a schema, read from Prisma's full DMMF: the field annotated
+ * `/// @shardedId(...)` with its rule, and every relation field. This is what the generator
+ * writes; it is exported for tools that hold a DMMF themselves.
+ * @throws ConfigurationError for an annotation on a field that is not a `BigInt @id`, a rule
+ *   naming a missing field, or two sharded IDs in one model.
+ */
+export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
+  const models: Record<string, ModelMetadata> = {}
+  for (const model of datamodel.models) {
+    let sharded: { id: string; rule: ShardRule } | undefined
+    const relations: Record<string, RelationMetadata> = {}
+    for (const field of model.fields) {
+      if (field.kind === 'object') {
+        relations[field.name] = {
+          model: field.type,
+          ...(field.isList && { list: true }),
+          ...(field.relationName && { relationName: field.relationName }),
+          ...(field.relationFromFields?.length && {
+            fields: [...field.relationFromFields],
+            references: [...(field.relationToFields ?? [])],
+          }),
+        }
+      }
+      const where = `${model.name}.${field.name}`
+      const annotation = parseShardedId(field.documentation, where)
+      if (!annotation) continue
+      if (sharded) {
+        throw new ConfigurationError(`${where}: model ${model.name} has two @shardedId fields.`)
+      }
+      if (field.type !== 'BigInt' || field.kind !== 'scalar' || field.isList) {
+        throw new ConfigurationError(
+          `${where}: @shardedId goes on a BigInt field (IDs exceed 2^53), not ${field.type}.`,
+        )
+      }
+      if (!field.isId && !field.isUnique) {
+        throw new ConfigurationError(`${where}: @shardedId goes on the @id (or a @unique) field.`)
+      }
+      const { stringKeys, ...rule } = annotation
+      const ref = rule.shardBy ?? rule.sameShardAs
+      let key = ref
+      if (ref !== undefined) {
+        const target = model.fields.find((f) => f.name === ref)
+        if (!target) {
+          throw new ConfigurationError(
+            `${where}: @shardedId names '${ref}', which ${model.name} does not have.`,
+          )
+        }
+        if (target.kind === 'object') {
+          if (target.relationFromFields?.length !== 1) {
+            throw new ConfigurationError(
+              `${where}: '${ref}' is a relation without exactly one foreign-key field; name the scalar field.`,
+            )
+          }
+          key = target.relationFromFields[0]!
+        } else if (!KEY_TYPES.has(target.type)) {
+          throw new ConfigurationError(
+            `${where}: '${ref}' is a ${target.type}; shard keys are BigInt, Int or String fields.`,
+          )
+        }
+      }
+      sharded = {
+        id: field.name,
+        rule:
+          rule.shard !== undefined
+            ? { shard: rule.shard }
+            : rule.sameShardAs !== undefined
+              ? { sameShardAs: key! }
+              : { shardBy: key!, ...(stringKeys && { stringKeys }) },
+      }
+    }
+    models[model.name] = { ...sharded, relations }
+  }
+  return models
+}
+
+/** The TypeScript module the generator writes: `export const models = { ... } as const`. */
+export function renderModels(models: ShardedModels, schemaPath?: string): string {
+  return [
+    `// Written by @shardflake/prisma${schemaPath ? ` from ${schemaPath}` : ''} at prisma generate. Do not edit.`,
+    `// Pass it to shardedIds({ source, models }).`,
+    `export const models = ${JSON.stringify(models, null, 2)} as const`,
+    '',
+  ].join('\n')
+}
+
+/** The generator's manifest: output defaults to `./generated/shardflake` next to the schema. */
+export function manifest(): GeneratorManifest {
+  return { prettyName: 'shardflake sharded IDs', defaultOutput: './generated/shardflake' }
+}
+
+/**
+ * What `prisma generate` calls: writes `index.ts` (and, with `format = "js"` in the generator
+ * block, `index.js` + `index.d.ts`) into the generator's output folder.
+ *
+ * @example schema.prisma
+ * ```prisma
+ * generator shardflake {
+ *   provider = "shardflake-prisma-generator"
+ *   output   = "../src/generated/shardflake"
+ * }
+ * ```
+ */
+export async function generate(options: GeneratorOptions): Promise<void> {
+  const output = options.generator.output?.value
+  if (!output) throw new ConfigurationError('The shardflake generator needs an output folder.')
+  const models = modelsFromDmmf(options.dmmf.datamodel)
+  const source = renderModels(models, options.schemaPath.split(/[\\/]/).pop())
+  await mkdir(output, { recursive: true })
+  if (options.generator.config.format === 'js') {
+    await writeFile(join(output, 'index.js'), source.replace(/ as const\n$/, '\n'))
+    await writeFile(
+      join(output, 'index.d.ts'),
+      source
+        .replace('export const models =', 'export declare const models:')
+        .replace(/ as const\n$/, '\n'),
+    )
+  } else {
+    await writeFile(join(output, 'index.ts'), source)
+  }
+}

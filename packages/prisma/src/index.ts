@@ -1,0 +1,9 @@
+export { type ShardedIdsClient, type ShardedIdsOptions, shardedIds } from './extension'
+export {
+  checkModels,
+  type ModelMetadata,
+  parseShardedId,
+  type RelationMetadata,
+  type ShardedIdAnnotation,
+  type ShardedModels,
+} from './metadata'

@@ -1,0 +1,33 @@
+import { PrismaMariaDb } from '@prisma/adapter-mariadb'
+import { PrismaPg } from '@prisma/adapter-pg'
+import type { IdSource } from '@shardflake/core'
+import { PrismaClient as MysqlClient } from '../../generated/mysql/client/client'
+import { models as mysqlModels } from '../../generated/mysql/shardflake'
+import { PrismaClient as PgClient } from '../../generated/pg/client/client'
+import { models } from '../../generated/pg/shardflake'
+import { shardedIds } from '../../src'
+
+export { models }
+
+/** The blog's Prisma client on PostgreSQL (adapter-pg), with the extension. */
+export function pgClient(url: string, source: IdSource, pool = 10) {
+  const adapter = new PrismaPg({ connectionString: url, max: pool })
+  return new PgClient({ adapter }).$extends(shardedIds({ source, models }))
+}
+
+/** The blog's Prisma client on MariaDB (adapter-mariadb), with the extension. */
+export function mysqlClient(url: string, source: IdSource, pool = 10) {
+  const target = new URL(url)
+  const adapter = new PrismaMariaDb({
+    host: target.hostname,
+    port: Number(target.port || 3306),
+    user: decodeURIComponent(target.username),
+    password: decodeURIComponent(target.password),
+    database: target.pathname.slice(1),
+    connectionLimit: pool,
+  })
+  return new MysqlClient({ adapter }).$extends(shardedIds({ source, models: mysqlModels }))
+}
+
+export type PgBlogClient = ReturnType<typeof pgClient>
+export type MysqlBlogClient = ReturnType<typeof mysqlClient>

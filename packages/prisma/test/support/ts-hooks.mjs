@@ -1,0 +1,14 @@
+// Lets `node` run this package's TypeScript sources as they are (the generator during
+// `prisma generate` in the tests): relative imports without an extension resolve to `.ts`.
+import { registerHooks } from 'node:module'
+
+registerHooks({
+  resolve(specifier, context, next) {
+    try {
+      return next(specifier, context)
+    } catch (error) {
+      if (!specifier.startsWith('.') || /\.[cm]?[jt]s$/.test(specifier)) throw error
+      return next(`${specifier}.ts`, context)
+    }
+  },
+})

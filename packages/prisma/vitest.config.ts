@@ -1,0 +1,7 @@
+import { defineProject, mergeConfig } from 'vitest/config'
+import shared from '../../vitest.shared.ts'
+
+export default mergeConfig(
+  shared,
+  defineProject({ test: { name: 'prisma', globalSetup: ['test/global-setup.ts'] } }),
+)
