@@ -52,6 +52,7 @@ export class Comment {
   @ManyToOne(
     () => Post,
     (post) => post.comments,
+    { cascade: ['insert'] },
   )
   @JoinColumn({ name: 'post_id' })
   post?: Post

@@ -1,0 +1,123 @@
+/**
+ * What users configure besides the decorator: lossy BIGINT settings are refused, EntitySchema
+ * entities and `idType: 'bigint'` work, shard DDL becomes a TypeORM migration.
+ */
+import { freshDatabase, type RawDatabase } from '@shardflake/conformance'
+import {
+  ConfigurationError,
+  InProcessSource,
+  InvalidArgumentError,
+  instagram,
+  integerShard,
+  MissingShardKeyError,
+} from '@shardflake/core'
+import { DataSource, EntitySchema } from 'typeorm'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ShardedId, shardedIdColumn, shardMigration, useShardedIds } from '../src'
+import { entities } from './blog'
+
+const source = () => new InProcessSource({ layout: instagram, shards: 'all', logicalShards: 64 })
+
+describe('lossy BIGINT settings', () => {
+  it('refuses parseInt8 on PostgreSQL with a ConfigurationError', () => {
+    const dataSource = new DataSource({ type: 'postgres', parseInt8: true, entities })
+    expect(() => useShardedIds(dataSource, { source: source() })).toThrow(ConfigurationError)
+    expect(() => useShardedIds(dataSource, { source: source() })).toThrow(/parseInt8/)
+  })
+
+  it('refuses mysql2 without bigNumberStrings, in the options or in extra', () => {
+    for (const options of [
+      { bigNumberStrings: false },
+      { supportBigNumbers: false },
+      { extra: { bigNumberStrings: false } },
+    ]) {
+      const dataSource = new DataSource({ type: 'mariadb', entities, ...options })
+      expect(() => useShardedIds(dataSource, { source: source() })).toThrow(ConfigurationError)
+    }
+  })
+
+  it('refuses a number idType', () => {
+    const dataSource = new DataSource({ type: 'postgres', entities })
+    expect(() =>
+      useShardedIds(dataSource, { source: source(), idType: 'number' as 'string' }),
+    ).toThrow(ConfigurationError)
+  })
+
+  it('refuses a rule with no or two shard sources', () => {
+    expect(() => ShardedId({} as { shard: number })).toThrow(InvalidArgumentError)
+    expect(() => ShardedId({ shard: 1, shardBy: 'x' } as { shard: number })).toThrow(
+      InvalidArgumentError,
+    )
+  })
+})
+
+interface Tag {
+  id?: bigint
+  ownerId: string
+  name: string
+}
+
+const TagSchema = new EntitySchema<Tag>({
+  name: 'Tag',
+  tableName: 'tags',
+  columns: {
+    id: shardedIdColumn<Tag>({ shardBy: 'ownerId' }),
+    ownerId: { type: 'bigint', name: 'owner_id' },
+    name: { type: 'varchar' },
+  },
+})
+
+describe('EntitySchema, idType bigint and migrations on PostgreSQL', () => {
+  let raw: RawDatabase
+  let dataSource: DataSource
+
+  beforeAll(async () => {
+    raw = await freshDatabase('postgres', 'sf_typeorm_config_pg')
+    const migration = shardMigration('ShardflakeShards1732250000000', {
+      up: [
+        'CREATE SCHEMA shard_0001',
+        'CREATE TABLE tags (id BIGINT NOT NULL PRIMARY KEY, owner_id BIGINT NOT NULL, name TEXT NOT NULL)',
+      ],
+      down: ['DROP TABLE tags', 'DROP SCHEMA shard_0001'],
+    })
+    dataSource = new DataSource({
+      type: 'postgres',
+      url: raw.url,
+      entities: [TagSchema],
+      migrations: [migration],
+    })
+    useShardedIds(dataSource, { source: source(), idType: 'bigint' })
+    await dataSource.initialize()
+    await dataSource.runMigrations()
+  })
+
+  afterAll(async () => {
+    await dataSource?.destroy()
+    await raw?.close()
+  })
+
+  it('assigns bigint IDs to EntitySchema entities and reads them back as bigint', async () => {
+    const tags = dataSource.getRepository(TagSchema)
+    const saved = await tags.save({ ownerId: '31341', name: 'typeorm' })
+    expect(typeof saved.id).toBe('bigint')
+    expect(instagram.shardOf(saved.id!)).toBe(integerShard(31341n, 64))
+    const loaded = await tags.findOneByOrFail({ name: 'typeorm' })
+    expect(loaded.id).toBe(saved.id)
+    await expect(tags.insert({ name: 'orphan' } as Tag)).rejects.toThrow(MissingShardKeyError)
+    const [count] = await raw.query("SELECT COUNT(*) AS n FROM tags WHERE name = 'orphan'")
+    expect(Number(count?.n)).toBe(0)
+  })
+
+  it('runs shard DDL as a migration, up and down', async () => {
+    const schemas = () => raw.query("SELECT nspname FROM pg_namespace WHERE nspname = 'shard_0001'")
+    expect(await schemas()).toHaveLength(1)
+    await dataSource.undoLastMigration()
+    expect(await schemas()).toHaveLength(0)
+    await dataSource.runMigrations()
+    expect(await schemas()).toHaveLength(1)
+  })
+
+  it('wants a migration name ending with a timestamp', () => {
+    expect(() => shardMigration('Shards', { up: [], down: [] })).toThrow(InvalidArgumentError)
+  })
+})
