@@ -1,0 +1,49 @@
+import { PGlite } from '@electric-sql/pglite'
+import { instagram, LayoutMismatchError, defineLayout } from '@shardflake/core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { defaultClause, installPostgres, PostgresSource, postgresSql } from '../src/index'
+
+/** The same SQL and source on embedded PostgreSQL (PGlite, WASM). */
+let db: PGlite
+
+beforeAll(async () => {
+  db = new PGlite()
+  await db.waitReady
+})
+afterAll(async () => {
+  await db.close()
+})
+
+describe('PGlite', () => {
+  it('installs with the installer, and refuses another layout', async () => {
+    await installPostgres(db, { layout: instagram, shards: '0-3' })
+    await installPostgres(db, { layout: instagram, shards: '0-3' })
+    const other = defineLayout({ epoch: '2024-01-01T00:00:00Z', timeBits: 41, shardBits: 13, sequenceBits: 10 })
+    await expect(installPostgres(db, { layout: other, shards: [9] })).rejects.toBeInstanceOf(LayoutMismatchError)
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM shardflake.shards')
+    expect(rows[0]!.n).toBe(4)
+  })
+
+  it('runs the generated script as is (exec)', async () => {
+    await db.exec(postgresSql({ layout: instagram, shards: [10] }))
+    const { rows } = await db.query<{ id: string }>('SELECT shard_10.next_id()::text AS id')
+    expect(instagram.shardOf(rows[0]!.id)).toBe(10)
+  })
+
+  it('gives raw INSERTs IDs through the DEFAULT, and the source batches', async () => {
+    await db.exec(`CREATE TABLE posts (id bigint PRIMARY KEY ${defaultClause(2)}, body text)`)
+    await db.exec(`INSERT INTO posts (body) SELECT 'x' FROM generate_series(1, 5000)`)
+    const { rows } = await db.query<{ n: number; d: number; s: number }>(
+      'SELECT count(*)::int AS n, count(DISTINCT id)::int AS d, max(shardflake.shardflake_shard(id)) AS s FROM posts',
+    )
+    expect(rows[0]).toEqual({ n: 5000, d: 5000, s: 2 })
+    const source = new PostgresSource({ layout: instagram, databases: db, prefetch: { size: 50 } })
+    const batch = await source.nextIds(2, 20_000)
+    const singles = await Promise.all(Array.from({ length: 100 }, () => source.nextId(1)))
+    expect(new Set(batch).size).toBe(20_000)
+    expect(new Set(singles).size).toBe(100)
+    for (const id of singles) expect(instagram.shardOf(id)).toBe(1)
+    const ids = (await db.query<{ id: string }>('SELECT id::text AS id FROM posts')).rows.map((r) => BigInt(r.id))
+    expect(new Set([...ids, ...batch]).size).toBe(25_000)
+  })
+})

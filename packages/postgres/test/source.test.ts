@@ -1,0 +1,141 @@
+import { instagram, ShardMap, ShardOutOfRangeError } from '@shardflake/core'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
+import { createDatabase, dropDatabase, PG_URL, raw } from './helpers'
+
+/**
+ * Logical shards 0-3 on database A and 4-7 on database B: B is on a second, real PostgreSQL
+ * server started by the global setup (pg_createcluster), or a second database where that is
+ * impossible.
+ */
+const DB_A = 'sf_pg_source_a'
+const DB_B = 'sf_pg_source_b'
+const secondServer = inject('secondServerUrl') || PG_URL
+let urlA: string
+let urlB: string
+let poolA: pg.Pool
+let poolB: pg.Pool
+
+/** Counts the statements a client is sent (round trips). */
+function counting(client: SqlClient): SqlClient & { count: number } {
+  const wrapper = {
+    count: 0,
+    query(text: string, params?: unknown[]) {
+      wrapper.count++
+      return client.query(text, params)
+    },
+  }
+  return wrapper
+}
+
+beforeAll(async () => {
+  urlA = await createDatabase(DB_A)
+  urlB = await createDatabase(DB_B, secondServer)
+  poolA = new pg.Pool({ connectionString: urlA, max: 8 })
+  poolB = new pg.Pool({ connectionString: urlB, max: 8 })
+  await installPostgres(poolA, { layout: instagram, shards: '0-3' })
+  await installPostgres(poolB, { layout: instagram, shards: '4-7' })
+})
+afterAll(async () => {
+  await poolA.end()
+  await poolB.end()
+  await dropDatabase(DB_A)
+  await dropDatabase(DB_B, secondServer)
+})
+
+describe('PostgresSource over two physical databases', () => {
+  it('runs on two different servers when the global setup could start one', async () => {
+    const [a] = await raw<{ port: number }>(urlA, `SELECT current_setting('port')::int AS port`)
+    const [b] = await raw<{ port: number }>(urlB, `SELECT current_setting('port')::int AS port`)
+    if (inject('secondServerUrl')) expect(b!.port).not.toBe(a!.port)
+    else expect(urlB).not.toBe(urlA)
+  })
+
+  it('fetches each shard from the database holding it, and routes rows with poolFor/poolForId', async () => {
+    const map = new ShardMap<SqlClient>(instagram, [
+      { from: 0, to: 3, target: poolA },
+      { from: 4, to: 7, target: poolB },
+    ])
+    const source = new PostgresSource({ layout: instagram, databases: map })
+    expect(source.logicalShards).toBe(8)
+    for (const shard of [1, 6]) {
+      const ids = await source.nextIds(shard, 500)
+      expect(new Set(ids).size).toBe(500)
+      for (const id of ids) expect(instagram.shardOf(id)).toBe(shard)
+      await source.poolForId(ids[0]!).query(
+        `CREATE TABLE IF NOT EXISTS shard_${shard}.posts (id bigint PRIMARY KEY)`,
+      )
+      await source.poolForId(ids[0]!).query(`INSERT INTO shard_${shard}.posts SELECT unnest($1::bigint[])`, [
+        ids.map(String),
+      ])
+    }
+    expect(source.poolFor(2)).toBe(poolA)
+    expect(source.poolFor(7)).toBe(poolB)
+    // The rows and the sequences are where the map says, verified with raw connections.
+    const [inA] = await raw<{ n: string }>(urlA, 'SELECT count(*)::text AS n FROM shard_1.posts')
+    const [inB] = await raw<{ n: string }>(urlB, 'SELECT count(*)::text AS n FROM shard_6.posts')
+    expect([inA!.n, inB!.n]).toEqual(['500', '500'])
+    const [missing] = await raw<{ present: boolean }>(urlA, `SELECT to_regnamespace('shard_6') IS NOT NULL AS present`)
+    expect(missing!.present).toBe(false)
+    await expect(source.nextId(8)).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    expect(() => source.poolFor(9)).toThrow(ShardOutOfRangeError)
+  })
+
+  it('returns IDs above 2^53 exactly (strings to bigint, never number)', async () => {
+    const source = new PostgresSource({ layout: instagram, databases: poolA })
+    const ids = await source.nextIds(2, 50)
+    const last = ids.at(-1)!
+    const [row] = await raw<{ max: string }>(urlA, `SELECT (last_value)::text AS max FROM shard_2.id_seq`)
+    // The sequence's last value, composed in TypeScript, is the last ID handed out.
+    const value = BigInt(row!.max)
+    const expected = instagram.compose({
+      timestamp: Number(value >> 10n) + instagram.epoch,
+      shard: 2,
+      sequence: Number(value & 1023n),
+    })
+    expect(last).toBe(expected)
+    expect(last > 2n ** 53n).toBe(true)
+  })
+
+  it('prefetch: single IDs cost one round trip per buffer, and stale buffers are dropped', async () => {
+    const client = counting(poolA)
+    const source = new PostgresSource({ layout: instagram, databases: client, prefetch: { size: 20, maxAgeMs: 200 } })
+    const singles = await Promise.all(Array.from({ length: 40 }, () => source.nextId(3)))
+    expect(new Set(singles).size).toBe(40)
+    expect(client.count).toBe(2)
+    const ascending = [...singles].sort((a, b) => (a < b ? -1 : 1))
+    expect(singles).toEqual(ascending)
+    const one = await source.nextId(3) // buffer empty: one more trip
+    expect(client.count).toBe(3)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const fresh = await source.nextId(3) // the 19 left are too old: dropped, refetched
+    expect(client.count).toBe(4)
+    expect(fresh > one).toBe(true)
+    expect(Date.now() - instagram.decompose(fresh).timestampMs).toBeLessThan(200)
+  })
+
+  it('uses the caller connection (context.query) when told to', async () => {
+    const client = counting(poolA)
+    const source = new PostgresSource({ layout: instagram, databases: client, useContextQuery: true })
+    const caller = await poolA.connect()
+    const seen: string[] = []
+    try {
+      await caller.query('BEGIN')
+      const ids = await source.nextIds(0, 5, {
+        query: async (sql, params) => {
+          seen.push(sql)
+          return (await caller.query(sql, [...params])).rows
+        },
+      })
+      await caller.query('ROLLBACK') // the sequence is not transactional: IDs stay used
+      expect(ids).toHaveLength(5)
+      const after = await source.nextIds(0, 1)
+      expect(after[0]! > ids[4]!).toBe(true)
+    } finally {
+      caller.release()
+    }
+    expect(seen).toHaveLength(1)
+    expect(client.count).toBe(1)
+  })
+})
