@@ -106,6 +106,38 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     })
   }
 
+  /**
+   * Explains a NOT NULL failure on a sharded key: the insert bypassed `beforeInsert`
+   * (`listeners: false`, `callListeners(false)`, raw SQL). TypeORM builds its `QueryFailedError`
+   * from the driver error after this hook, so the hint lands in the message users see.
+   */
+  afterQuery(event: AfterQueryEvent): void {
+    const error = event.error as DriverError | undefined
+    if (event.success || !error || typeof error.message !== 'string' || error.shardflake) return
+    if (!/^\s*INSERT\b/i.test(event.query)) return
+    const column =
+      error.code === '23502'
+        ? error.column
+        : error.errno === 1364 || error.errno === 1048
+          ? /'([^']+)'/.exec(error.message)?.[1]
+          : undefined
+    if (!column) return
+    const dataSource = event.connection ?? event.dataSource
+    const target = dataSource?.entityMetadatas.find((metadata) => {
+      const sharded = findShardedId(metadata.target)
+      const key = sharded && metadata.findColumnWithPropertyName(sharded.propertyName)
+      return (
+        key?.databaseName === column &&
+        (error.table
+          ? error.table === metadata.tableName
+          : event.query.includes(metadata.tableName))
+      )
+    })
+    if (!target) return
+    error.shardflake = true
+    error.message += ` [shardflake: ${target.tableName}.${column} is a sharded key, assigned by the @ShardedId subscriber in beforeInsert, and this INSERT did not go through it (save()/insert() with listeners: false, a query builder with callListeners(false), or raw SQL). Keep listeners on, or set the ID yourself from the source (source.nextId(shard)).]`
+  }
+
   private async flush(batch: Pending[], queryRunner: QueryRunner | undefined): Promise<void> {
     try {
       const byEntity = new Map(batch.map((item) => [item.entity, item]))
@@ -276,6 +308,17 @@ export function checkLossless(dataSource: DataSource): void {
       )
     }
   }
+}
+
+type AfterQueryEvent = Parameters<NonNullable<EntitySubscriberInterface['afterQuery']>>[0]
+
+interface DriverError {
+  message: string
+  code?: string
+  errno?: number
+  column?: string
+  table?: string
+  shardflake?: boolean
 }
 
 interface PgModule {

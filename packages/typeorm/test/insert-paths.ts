@@ -1,0 +1,234 @@
+/**
+ * The insert paths the conformance suite does not drive (it writes through save()), on both
+ * databases: insert() with instances and plain objects, query-builder inserts, upsert, the SQL a
+ * save() sends, the query runner handed to database sources, and the paths no hook sees.
+ */
+import {
+  blogSchemaSql,
+  CountingSource,
+  type Dialect,
+  freshDatabase,
+  type RawDatabase,
+} from '@shardflake/conformance'
+import {
+  hashShard,
+  type IdRequestContext,
+  type IdSource,
+  InProcessSource,
+  instagram,
+  integerShard,
+} from '@shardflake/core'
+import type { DataSource, Logger } from 'typeorm'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { Author, asAsync, blogDataSource, Comment, Post } from './blog'
+
+const logicalShards = 64
+
+/** Registers the tests; `tag` keeps the databases of each TypeORM major apart. */
+export function describeInsertPaths(tag: string): void {
+  for (const dialect of ['postgres', 'mysql'] as const satisfies readonly Dialect[]) {
+    describe(`insert paths on ${dialect}`, () => {
+      let raw: RawDatabase
+      let dataSource: DataSource
+      let counting: CountingSource
+      const queries: string[] = []
+      const authorIds: string[] = []
+      const p = (index: number) => (dialect === 'postgres' ? `$${index}` : '?')
+
+      beforeAll(async () => {
+        raw = await freshDatabase(
+          dialect,
+          `sf_typeorm_${tag}paths_${dialect === 'postgres' ? 'pg' : 'my'}`,
+        )
+        for (const statement of blogSchemaSql(dialect)) await raw.query(statement)
+        counting = new CountingSource(
+          asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
+          logicalShards,
+        )
+        dataSource = await blogDataSource(raw, counting, { logger: recorder(queries) })
+        for (const email of ['a@example.com', 'b@example.com', 'c@example.com']) {
+          authorIds.push(
+            (await dataSource.getRepository(Author).save(Object.assign(new Author(), { email })))
+              .id,
+          )
+        }
+      })
+
+      afterAll(async () => {
+        await dataSource?.destroy()
+        await raw?.close()
+      })
+
+      beforeEach(() => {
+        counting.reset()
+        queries.length = 0
+      })
+
+      const storedPost = async (title: string) =>
+        (await raw.query(`SELECT id, author_id FROM posts WHERE title = ${p(1)}`, [title]))[0]
+
+      it('save() of a new entity sends one INSERT carrying the ID, no SELECT first', async () => {
+        const post = await dataSource
+          .getRepository(Post)
+          .save(Object.assign(new Post(), { authorId: authorIds[0]!, title: 'logged' }))
+        const statements = queries.filter((sql) => !/^(START|BEGIN|COMMIT|SET)/i.test(sql.trim()))
+        expect(statements).toHaveLength(1)
+        expect(statements[0]).toMatch(/^INSERT INTO/)
+        expect(String((await storedPost('logged'))?.id)).toBe(post.id)
+      })
+
+      it('insert() assigns IDs to instances and to plain objects, one nextIds per shard', async () => {
+        const instance = Object.assign(new Post(), { authorId: authorIds[0]!, title: 'insert 1' })
+        const plain: Partial<Post>[] = [
+          { authorId: authorIds[1]!, title: 'insert 2' },
+          { authorId: authorIds[1]!, title: 'insert 3' },
+        ]
+        const result = await dataSource.getRepository(Post).insert([instance, ...plain])
+        expect(typeof instance.id).toBe('string')
+        expect(typeof plain[0]!.id).toBe('string')
+        expect(result.identifiers.map((row) => row.id)).toEqual([
+          instance.id,
+          plain[0]!.id,
+          plain[1]!.id,
+        ])
+        for (const [row, title] of [
+          [instance, 'insert 1'],
+          [plain[0]!, 'insert 2'],
+          [plain[1]!, 'insert 3'],
+        ] as const) {
+          const stored = await storedPost(title)
+          expect(String(stored?.id)).toBe(row.id)
+          expect(instagram.shardOf(row.id!)).toBe(integerShard(row.authorId!, logicalShards))
+        }
+        expect(counting.nextIdsCalls).toBe(
+          new Set(authorIds.slice(0, 2).map((id) => integerShard(id, logicalShards))).size,
+        )
+      })
+
+      it('assigns IDs in query-builder inserts', async () => {
+        const values = [0, 1, 2].map((i) => ({ authorId: authorIds[i]!, title: `qb ${i}` }))
+        await dataSource.createQueryBuilder().insert().into(Post).values(values).execute()
+        for (const [i, value] of values.entries()) {
+          expect(String((await storedPost(`qb ${i}`))?.id)).toBe((value as Partial<Post>).id)
+        }
+      })
+
+      it('upsert() gives new rows an ID and keeps the stored ID of a conflicting row (the caveat)', async () => {
+        const authors = dataSource.getRepository(Author)
+        const fresh: Partial<Author> = { email: 'upsert@example.com' }
+        await authors.upsert(fresh, ['email'])
+        const [stored] = await raw.query(`SELECT id FROM authors WHERE email = ${p(1)}`, [
+          'upsert@example.com',
+        ])
+        expect(String(stored?.id)).toBe(fresh.id)
+        expect(instagram.shardOf(fresh.id!)).toBe(hashShard('upsert@example.com', logicalShards))
+        const again: Partial<Author> = { email: 'upsert@example.com' }
+        await authors.upsert(again, ['email'])
+        const [after] = await raw.query(`SELECT id FROM authors WHERE email = ${p(1)}`, [
+          'upsert@example.com',
+        ])
+        expect(String(after?.id)).toBe(fresh.id) // the row keeps its ID...
+        expect(again.id).not.toBe(fresh.id) // ...while the object reports the unused new one
+      })
+
+      it('co-locates a child that points at a parent saved in the same call', async () => {
+        const post = Object.assign(new Post(), { authorId: authorIds[2]!, title: 'child first' })
+        const comment = Object.assign(new Comment(), { body: 'points up', post })
+        await dataSource.getRepository(Comment).save(comment)
+        const [row] = await raw.query(`SELECT id, post_id FROM comments WHERE body = ${p(1)}`, [
+          'points up',
+        ])
+        expect(String(row?.post_id)).toBe(post.id)
+        expect(instagram.shardOf(String(row?.id))).toBe(instagram.shardOf(post.id!))
+        expect(instagram.shardOf(post.id!)).toBe(integerShard(authorIds[2]!, logicalShards))
+      })
+
+      it('fails loudly on the NOT NULL key when listeners are off or SQL is raw', async () => {
+        const before = await raw.query('SELECT COUNT(*) AS n FROM posts')
+        await expect(
+          dataSource
+            .getRepository(Post)
+            .save(Object.assign(new Post(), { authorId: authorIds[0]!, title: 'quiet' }), {
+              listeners: false,
+            }),
+        ).rejects.toThrow(/shardflake: posts\.id .*listeners/)
+        await expect(
+          dataSource
+            .createQueryBuilder()
+            .insert()
+            .into(Post)
+            .values({ authorId: authorIds[0]!, title: 'quiet' })
+            .callListeners(false)
+            .execute(),
+        ).rejects.toThrow(/shardflake: posts\.id .*listeners/)
+        await expect(
+          dataSource.query(`INSERT INTO posts (author_id, title) VALUES (${p(1)}, ${p(2)})`, [
+            authorIds[0],
+            'quiet',
+          ]),
+        ).rejects.toThrow(/shardflake: posts\.id .*listeners/)
+        expect(await raw.query('SELECT COUNT(*) AS n FROM posts')).toEqual(before)
+      })
+    })
+  }
+
+  describe('database sources get the call’s query runner', () => {
+    let raw: RawDatabase
+    let dataSource: DataSource
+    const seen: unknown[] = []
+
+    /** Asks PostgreSQL, through the caller's connection, which backend serves it. */
+    const probing = (inner: IdSource): IdSource => ({
+      ...asAsync(inner),
+      async nextIds(shard: number, count: number, context?: IdRequestContext) {
+        const rows = await context!.query!("SELECT current_setting('sf.tx', true) AS tx", [])
+        seen.push(rows[0]?.tx)
+        return inner.nextIds(shard, count)
+      },
+    })
+
+    beforeAll(async () => {
+      raw = await freshDatabase('postgres', `sf_typeorm_${tag}runner_pg`)
+      for (const statement of blogSchemaSql('postgres')) await raw.query(statement)
+      const inner = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+      dataSource = await blogDataSource(raw, probing(inner), { extra: { max: 2 } })
+    })
+
+    afterAll(async () => {
+      await dataSource?.destroy()
+      await raw?.close()
+    })
+
+    it('runs the source’s SQL inside the transaction, on the transaction’s own connection', async () => {
+      const author = await dataSource
+        .getRepository(Author)
+        .save(Object.assign(new Author(), { email: 'runner@example.com' }))
+      seen.length = 0
+      await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          dataSource.transaction(async (manager) => {
+            // A transaction-local setting: visible only on this connection, in this transaction.
+            await manager.query("SELECT set_config('sf.tx', $1, true)", [`tx ${i}`])
+            await manager.save(Object.assign(new Post(), { authorId: author.id, title: `tx ${i}` }))
+          }),
+        ),
+      )
+      expect([...seen].sort()).toEqual(Array.from({ length: 8 }, (_, i) => `tx ${i}`).sort())
+      const [stored] = await raw.query("SELECT COUNT(*) AS n FROM posts WHERE title LIKE 'tx %'")
+      expect(Number(stored?.n)).toBe(8)
+    })
+  })
+}
+
+function recorder(queries: string[]): Logger {
+  return {
+    logQuery: (query) => {
+      queries.push(query)
+    },
+    logQueryError: () => {},
+    logQuerySlow: () => {},
+    logSchemaBuild: () => {},
+    logMigration: () => {},
+    log: () => {},
+  }
+}
