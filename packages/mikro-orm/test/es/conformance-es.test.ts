@@ -1,0 +1,12 @@
+import { describeAdapter } from '@shardflake/conformance'
+import { InProcessSource, instagram } from '@shardflake/core'
+import { mikroBlog } from '../support/blog'
+import { esBlog } from './entities-es'
+
+describeAdapter('MikroORM / MariaDB / in-process / standard decorators', {
+  dialect: 'mysql',
+  database: 'sf_mikro_my_inproc_es',
+  postsFollowAuthor: true,
+  createSource: () => new InProcessSource({ layout: instagram, shards: 'all' }),
+  setup: (context) => mikroBlog('mysql', esBlog, context),
+})

@@ -1,0 +1,30 @@
+import { Collection } from '@mikro-orm/core'
+import { Entity, ManyToOne, OneToMany, Property } from '@mikro-orm/decorators/es'
+import { ShardedId } from '../../src/es'
+
+@Entity({ tableName: 'authors' })
+export class Author {
+  @ShardedId({ shardBy: 'email' }) id!: bigint
+  @Property({ type: 'string' }) email!: string
+}
+
+@Entity({ tableName: 'posts' })
+export class Post {
+  @ShardedId({ shardBy: 'author' }) id!: bigint
+  @ManyToOne(() => Author) author!: Author
+  @Property({ type: 'string' }) title!: string
+  @OneToMany(
+    () => Comment,
+    (comment: Comment) => comment.post,
+  )
+  comments = new Collection<Comment>(this)
+}
+
+@Entity({ tableName: 'comments' })
+export class Comment {
+  @ShardedId({ sameShardAs: 'post' }) id!: bigint
+  @ManyToOne(() => Post) post!: Post
+  @Property({ type: 'string' }) body!: string
+}
+
+export const esBlog = { Author, Post, Comment }

@@ -1,0 +1,248 @@
+import {
+  defineEntity,
+  type MikroORM,
+  NotNullConstraintViolationException,
+  p,
+  type RequiredEntityData,
+} from '@mikro-orm/core'
+import type { SqlEntityManager } from '@mikro-orm/postgresql'
+import {
+  blogSchemaSql,
+  CountingSource,
+  freshDatabase,
+  type RawDatabase,
+} from '@shardflake/conformance'
+import {
+  ConfigurationError,
+  hashShard,
+  InProcessSource,
+  instagram,
+  MissingShardKeyError,
+} from '@shardflake/core'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { assignShardedIds, shardedId, shardedIds } from '../src'
+import { AsyncSource } from './support/async-source'
+import { openOrm } from './support/blog'
+import { Author, Comment, Post } from './support/entities-legacy'
+
+const logicalShards = 64
+
+/** A note: string keys, a shard function, and a fixed-shard audit entry. */
+const Note = defineEntity({
+  name: 'Note',
+  tableName: 'notes',
+  properties: {
+    id: shardedId<{ owner: bigint }>({ shardBy: (note) => note.owner, mode: 'string' }),
+    owner: p.bigint(),
+    body: p.string(),
+  },
+})
+const Audit = defineEntity({
+  name: 'Audit',
+  tableName: 'audits',
+  properties: { id: shardedId({ shard: 5 }), body: p.string() },
+})
+const extraSchema = [
+  'DROP TABLE IF EXISTS notes',
+  'DROP TABLE IF EXISTS audits',
+  'CREATE TABLE notes (id BIGINT NOT NULL PRIMARY KEY, owner BIGINT NOT NULL, body TEXT NOT NULL)',
+  'CREATE TABLE audits (id BIGINT NOT NULL PRIMARY KEY, body TEXT NOT NULL)',
+]
+const entities = [Author, Post, Comment, Note, Audit]
+
+let raw: RawDatabase
+const inProcess = new InProcessSource({ layout: instagram, shards: 'all' })
+const sync = new CountingSource(inProcess, logicalShards)
+const async = new CountingSource(new AsyncSource(inProcess), logicalShards)
+let syncOrm: MikroORM
+let asyncOrm: MikroORM
+
+beforeAll(async () => {
+  raw = await freshDatabase('postgres', 'sf_mikro_unit')
+  for (const sql of [...blogSchemaSql('postgres'), ...extraSchema]) await raw.query(sql)
+  syncOrm = await openOrm('postgres', raw.url, entities, [shardedIds({ source: sync })])
+  asyncOrm = await openOrm('postgres', raw.url, entities, [shardedIds({ source: async })])
+})
+afterAll(async () => {
+  await syncOrm?.close(true)
+  await asyncOrm?.close(true)
+  await raw?.close()
+})
+beforeEach(() => {
+  sync.reset()
+  async.reset()
+})
+
+const count = async (sql: string, params: unknown[] = []) =>
+  Number((await raw.query(sql, params))[0]?.n)
+
+describe('with an in-process (sync) source', () => {
+  it('gives the ID at em.create(), before the flush, under which the identity map holds it', async () => {
+    const em = syncOrm.em.fork()
+    const author = em.create(Author, { email: 'early@example.com' })
+    expect(typeof author.id).toBe('bigint')
+    expect(instagram.shardOf(author.id)).toBe(hashShard('early@example.com', logicalShards))
+    expect(em.getUnitOfWork().getById(Author, author.id)).toBe(author)
+    expect(em.getReference(Author, author.id)).toBe(author)
+    const post = em.create(Post, { author, title: 'early post' })
+    expect(instagram.shardOf(post.id)).toBe(instagram.shardOf(author.id))
+    expect(await count('SELECT COUNT(*) AS n FROM authors WHERE id = $1', [author.id])).toBe(0)
+    await em.flush()
+    expect(
+      await count('SELECT COUNT(*) AS n FROM posts WHERE id = $1 AND author_id = $2', [
+        post.id,
+        author.id,
+      ]),
+    ).toBe(1)
+  })
+
+  it('assigns at flush an entity made with new and persisted later, its shard key set after creation', async () => {
+    const em = syncOrm.em.fork()
+    const author = new Author()
+    author.email = 'late@example.com'
+    em.persist(author)
+    const post = em.create(Post, { title: 'author later' } as Post)
+    expect(post.id).toBeUndefined()
+    post.author = author
+    await em.flush()
+    expect(instagram.shardOf(author.id)).toBe(hashShard('late@example.com', logicalShards))
+    expect(instagram.shardOf(post.id)).toBe(instagram.shardOf(author.id))
+    const [row] = await raw.query('SELECT author_id FROM posts WHERE id = $1', [post.id])
+    expect(String(row?.author_id)).toBe(String(author.id))
+  })
+
+  it('serves string keys, shard functions and fixed shards', async () => {
+    const em = syncOrm.em.fork()
+    const note = em.create(Note, { owner: 4242n, body: 'string key' })
+    const audit = em.create(Audit, { body: 'fixed' })
+    await em.flush()
+    expect(typeof note.id).toBe('string')
+    expect(instagram.shardOf(note.id)).toBe(Number(4242n % BigInt(logicalShards)))
+    expect(instagram.shardOf(audit.id)).toBe(5)
+    const [row] = await raw.query('SELECT id::text AS id FROM notes WHERE body = $1', [
+      'string key',
+    ])
+    expect(row?.id).toBe(note.id)
+  })
+
+  it('upserts with the ID onCreate gave, and keeps the stored ID on conflict', async () => {
+    const em = syncOrm.em.fork()
+    const first = await em.upsert(
+      Author,
+      { email: 'upsert@example.com' },
+      { onConflictFields: ['email'] },
+    )
+    const again = await syncOrm.em
+      .fork()
+      .upsert(Author, { email: 'upsert@example.com' }, { onConflictFields: ['email'] })
+    expect(String(again.id)).toBe(String(first.id))
+    expect(await count('SELECT COUNT(*) AS n FROM authors WHERE id = $1', [first.id])).toBe(1)
+  })
+})
+
+describe('with an async (database-like) source', () => {
+  it('assigns a whole flush in one nextIds per shard, with children carrying their parent keys', async () => {
+    const em = asyncOrm.em.fork()
+    const authors = ['a1@example.com', 'a2@example.com', 'a3@example.com'].map((email) =>
+      em.create(Author, { email }),
+    )
+    expect(authors[0]!.id).toBeUndefined()
+    const posts = authors.flatMap((author, a) =>
+      [0, 1].map((i) =>
+        em.create(Post, {
+          author,
+          title: `flush ${a}.${i}`,
+          comments: [{ body: `c ${a}.${i}` }, { body: `d ${a}.${i}` }],
+        } as RequiredEntityData<Post>),
+      ),
+    )
+    await em.flush()
+    const shards = new Set(authors.map((author) => hashShard(author.email, logicalShards)))
+    expect(async.nextIdCalls).toBe(0)
+    expect(async.nextIdsCalls).toBe(shards.size)
+    expect(async.idsIssued).toBe(3 + 6 + 12)
+    const stored = await raw.query(
+      `SELECT c.id AS comment, c.post_id AS post, p.author_id AS author FROM comments c
+       JOIN posts p ON p.id = c.post_id WHERE p.title LIKE 'flush %'`,
+    )
+    expect(stored).toHaveLength(12)
+    for (const row of stored) {
+      expect(instagram.shardOf(String(row.comment))).toBe(instagram.shardOf(String(row.author)))
+      expect(instagram.shardOf(String(row.post))).toBe(instagram.shardOf(String(row.author)))
+    }
+    expect(new Set(posts.map((post) => post.author.id))).toEqual(new Set(authors.map((a) => a.id)))
+    expect(em.getUnitOfWork().getById(Post, posts[0]!.id)).toBe(posts[0])
+  })
+
+  it('refuses a flush with a missing shard key before writing or allocating anything', async () => {
+    const em = asyncOrm.em.fork()
+    const author = em.create(Author, { email: 'kept-out@example.com' })
+    em.create(Post, { title: 'orphan' } as Post)
+    await expect(em.flush()).rejects.toBeInstanceOf(MissingShardKeyError)
+    expect(async.idsIssued).toBe(0)
+    expect(
+      await count("SELECT COUNT(*) AS n FROM authors WHERE email = 'kept-out@example.com'"),
+    ).toBe(0)
+    expect(author.id).toBeUndefined()
+  })
+
+  it('upserts with an ID from the source, and keeps the stored ID on conflict', async () => {
+    const first = await asyncOrm.em
+      .fork()
+      .upsert(Author, { email: 'async-upsert@example.com' }, { onConflictFields: ['email'] })
+    const again = await asyncOrm.em
+      .fork()
+      .upsert(Author, { email: 'async-upsert@example.com' }, { onConflictFields: ['email'] })
+    expect(typeof first.id).toBe('bigint')
+    expect(String(again.id)).toBe(String(first.id))
+    expect(instagram.shardOf(first.id)).toBe(hashShard('async-upsert@example.com', logicalShards))
+  })
+})
+
+describe('em.insert, em.insertMany and query-builder inserts', () => {
+  it('take IDs from assignShardedIds, one nextIds per shard, relations given as keys', async () => {
+    const em = asyncOrm.em.fork() as SqlEntityManager
+    const [author] = await assignShardedIds(em, Author, [{ email: 'bulk@example.com' }])
+    await em.insert(Author, author!)
+    const rows = await assignShardedIds(
+      em,
+      Post,
+      Array.from({ length: 5 }, (_, i) => ({ author: author!.id!, title: `bulk ${i}` })),
+    )
+    expect(async.nextIdsCalls).toBe(2)
+    await em.insertMany(Post, rows)
+    const qbRow = await assignShardedIds(em, Comment, { post: rows[0]!.id!, body: 'through qb' })
+    await em.createQueryBuilder(Comment).insert(qbRow).execute()
+    const stored = await raw.query(
+      "SELECT p.id FROM posts p JOIN authors a ON a.id = p.author_id WHERE a.email = 'bulk@example.com'",
+    )
+    expect(stored.map((row) => String(row.id)).sort()).toEqual(
+      rows.map((row) => String(row.id)).sort(),
+    )
+    for (const row of stored)
+      expect(instagram.shardOf(String(row.id))).toBe(instagram.shardOf(String(author!.id)))
+    const [comment] = await raw.query("SELECT id, post_id FROM comments WHERE body = 'through qb'")
+    expect(instagram.shardOf(String(comment?.id))).toBe(instagram.shardOf(String(author!.id)))
+  })
+
+  it('fail loudly on the NOT NULL key when the IDs were forgotten', async () => {
+    const em = asyncOrm.em.fork()
+    await expect(em.insert(Author, { email: 'forgotten@example.com' })).rejects.toBeInstanceOf(
+      NotNullConstraintViolationException,
+    )
+    expect(
+      await count("SELECT COUNT(*) AS n FROM authors WHERE email = 'forgotten@example.com'"),
+    ).toBe(0)
+  })
+})
+
+it('refuses to create a sharded entity when no shardedIds() subscriber is registered', async () => {
+  const orm = await openOrm('postgres', raw.url, entities, [])
+  try {
+    expect(() => orm.em.fork().create(Author, { email: 'nobody@example.com' })).toThrow(
+      ConfigurationError,
+    )
+  } finally {
+    await orm.close(true)
+  }
+})

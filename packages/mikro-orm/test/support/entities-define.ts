@@ -1,0 +1,34 @@
+import { defineEntity, p } from '@mikro-orm/core'
+import { shardedId } from '../../src'
+
+export const Author = defineEntity({
+  name: 'Author',
+  tableName: 'authors',
+  properties: {
+    id: shardedId({ shardBy: 'email' }),
+    email: p.string(),
+  },
+})
+
+export const Post = defineEntity({
+  name: 'Post',
+  tableName: 'posts',
+  properties: {
+    id: shardedId({ shardBy: 'author' }),
+    author: () => p.manyToOne(Author),
+    title: p.string(),
+    comments: () => p.oneToMany(Comment).mappedBy('post'),
+  },
+})
+
+export const Comment = defineEntity({
+  name: 'Comment',
+  tableName: 'comments',
+  properties: {
+    id: shardedId({ sameShardAs: 'post' }),
+    post: () => p.manyToOne(Post),
+    body: p.string(),
+  },
+})
+
+export const definedBlog = { Author, Post, Comment }

@@ -1,0 +1,8 @@
+import { defineConfig } from 'tsdown'
+
+export default defineConfig({
+  entry: ['src/index.ts', 'src/legacy.ts', 'src/es.ts', 'src/migrations.ts'],
+  format: ['esm'],
+  dts: true,
+  publint: true,
+})
