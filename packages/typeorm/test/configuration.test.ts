@@ -11,6 +11,8 @@ import {
   integerShard,
   MissingShardKeyError,
 } from '@shardflake/core'
+import { mysqlShardStatements } from '@shardflake/mysql'
+import { postgresSql } from '@shardflake/postgres'
 import { DataSource, EntitySchema } from 'typeorm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ShardedId, shardedIdColumn, shardMigration, useShardedIds } from '../src'
@@ -73,18 +75,24 @@ describe('EntitySchema, idType bigint and migrations on PostgreSQL', () => {
 
   beforeAll(async () => {
     raw = await freshDatabase('postgres', 'sf_typeorm_config_pg')
-    const migration = shardMigration('ShardflakeShards1732250000000', {
-      up: [
-        'CREATE SCHEMA shard_0001',
-        'CREATE TABLE tags (id BIGINT NOT NULL PRIMARY KEY, owner_id BIGINT NOT NULL, name TEXT NOT NULL)',
+    const tables = shardMigration('Tags1732250000000', {
+      up: 'CREATE TABLE tags (id BIGINT NOT NULL PRIMARY KEY, owner_id BIGINT NOT NULL, name TEXT NOT NULL)',
+      down: 'DROP TABLE tags',
+    })
+    // The generator's output as it is: one script with every statement.
+    const shards = shardMigration('ShardflakeShards1732250000001', {
+      up: postgresSql({ layout: instagram, shards: '0-1' }),
+      down: [
+        'DROP SCHEMA shard_0 CASCADE',
+        'DROP SCHEMA shard_1 CASCADE',
+        'DROP SCHEMA shardflake CASCADE',
       ],
-      down: ['DROP TABLE tags', 'DROP SCHEMA shard_0001'],
     })
     dataSource = new DataSource({
       type: 'postgres',
       url: raw.url,
       entities: [TagSchema],
-      migrations: [migration],
+      migrations: [tables, shards],
     })
     useShardedIds(dataSource, { source: source(), idType: 'bigint' })
     await dataSource.initialize()
@@ -108,16 +116,59 @@ describe('EntitySchema, idType bigint and migrations on PostgreSQL', () => {
     expect(Number(count?.n)).toBe(0)
   })
 
-  it('runs shard DDL as a migration, up and down', async () => {
-    const schemas = () => raw.query("SELECT nspname FROM pg_namespace WHERE nspname = 'shard_0001'")
-    expect(await schemas()).toHaveLength(1)
+  it('runs the shard DDL of @shardflake/postgres as a migration, up and down', async () => {
+    const [row] = await raw.query('SELECT shard_1.next_id()::text AS id')
+    expect(instagram.shardOf(String(row?.id))).toBe(1)
+    const schemas = () =>
+      raw.query("SELECT nspname FROM pg_namespace WHERE nspname IN ('shard_0', 'shard_1')")
+    expect(await schemas()).toHaveLength(2)
     await dataSource.undoLastMigration()
     expect(await schemas()).toHaveLength(0)
     await dataSource.runMigrations()
-    expect(await schemas()).toHaveLength(1)
+    expect(await schemas()).toHaveLength(2)
   })
 
   it('wants a migration name ending with a timestamp', () => {
     expect(() => shardMigration('Shards', { up: [], down: [] })).toThrow(InvalidArgumentError)
+  })
+})
+
+describe('migrations on MariaDB', () => {
+  let raw: RawDatabase
+  let dataSource: DataSource
+  const prefix = 'sf_typeorm_mig_'
+
+  beforeAll(async () => {
+    raw = await freshDatabase('mysql', 'sf_typeorm_config_my')
+    await raw.query(`DROP DATABASE IF EXISTS ${prefix}3`)
+    const options = { layout: instagram, dialect: 'mariadb', schemaPrefix: prefix } as const
+    dataSource = new DataSource({
+      type: 'mariadb',
+      url: raw.url,
+      migrations: [
+        shardMigration('ShardflakeShards1732250000000', {
+          up: mysqlShardStatements(options, 3),
+          down: [`DROP DATABASE ${prefix}3`],
+        }),
+      ],
+    })
+    await dataSource.initialize()
+  })
+
+  afterAll(async () => {
+    await dataSource?.destroy()
+    await raw?.close()
+  })
+
+  it('runs the routines of @shardflake/mysql as a migration, up and down', async () => {
+    await dataSource.runMigrations()
+    const [row] = await raw.query(`SELECT ${prefix}3.next_id() AS id`)
+    expect(instagram.shardOf(String(row?.id))).toBe(3)
+    await dataSource.undoLastMigration()
+    const left = await raw.query(
+      'SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?',
+      [`${prefix}3`],
+    )
+    expect(left).toHaveLength(0)
   })
 })

@@ -1,0 +1,28 @@
+/**
+ * The database sources under test, built on the suite's fresh database. Each wraps its pool so
+ * the suite's `close()` ends it.
+ */
+import type { RawDatabase } from '@shardflake/conformance'
+import { type IdSource, instagram } from '@shardflake/core'
+import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import pg from 'pg'
+
+/** `PostgresSource` over `next_id()` of shards 0-63 in the suite's database, on the ORM's connection. */
+export async function postgresSource(raw: RawDatabase): Promise<IdSource> {
+  const pool = new pg.Pool({ connectionString: raw.url, max: 4 })
+  await installPostgres(pool, { layout: instagram, shards: '0-63' })
+  const source = new PostgresSource({ layout: instagram, databases: pool, useContextQuery: true })
+  source.close = async () => {
+    await pool.end()
+  }
+  return source
+}
+
+/** `MysqlSource` over the stored routines of shards 0-7, one database `${prefix}${n}` each. */
+export async function mysqlSource(raw: RawDatabase, prefix: string): Promise<IdSource> {
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 4 })
+  const shards = [0, 1, 2, 3, 4, 5, 6, 7]
+  await installMysqlShards(pool, { layout: instagram, shards, schemaPrefix: prefix })
+  return new MysqlSource({ layout: instagram, pool, shards, schemaPrefix: prefix, endPools: true })
+}

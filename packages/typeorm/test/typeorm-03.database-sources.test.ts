@@ -1,0 +1,22 @@
+/** Database sources on TypeORM 0.3 (every `typeorm` import is 0.3.x here). */
+import { describeAdapter } from '@shardflake/conformance'
+import { vi } from 'vitest'
+import { blogOnTypeorm } from './blog'
+import { mysqlSource, postgresSource } from './sources'
+
+vi.mock('typeorm', () => import('typeorm-03'))
+
+describeAdapter('TypeORM 0.3 / PostgreSQL / PostgresSource', {
+  dialect: 'postgres',
+  database: 'sf_typeorm_03_pg_dbsource',
+  createSource: postgresSource,
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source),
+})
+
+describeAdapter('TypeORM 0.3 / MariaDB / MysqlSource', {
+  dialect: 'mysql',
+  database: 'sf_typeorm_03_my_dbsource',
+  logicalShards: 8,
+  createSource: (raw) => mysqlSource(raw, 'sf_typeorm_s03_'),
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source),
+})
