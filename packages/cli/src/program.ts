@@ -5,6 +5,7 @@ import {
   ShardflakeError,
 } from '@shardflake/core'
 import { Command, CommanderError } from 'commander'
+import { registerPostgresCommands } from './commands/postgres'
 import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
 
 /** Where the CLI writes; tests pass their own. */
@@ -89,6 +90,7 @@ export function createProgram(io: CliIo = processIo): Command {
   const sql = program.command('sql').description('print the SQL that installs the ID functions')
   const install = program.command('install').description('install the ID functions into a database')
   // database commands
+  registerPostgresCommands({ sql, install }, io)
   void sql
   void install
 

@@ -320,9 +320,7 @@ export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard
   const c = quoteIdent('schema', o.schema)
   const seq = `'${s}.id_seq'::regclass`
   const gen = `'${s}.id_gen'::regclass`
-  const constant = signed(
-    (BigInt(shard) << n.shifts.shard) | (BigInt(o.worker) << n.shifts.worker),
-  )
+  const constant = signed((BigInt(shard) << n.shifts.shard) | (BigInt(o.worker) << n.shifts.worker))
   const compose = (v: string) =>
     `((${v} >> ${n.S}) << ${n.shifts.time}) | (${constant})::bigint | ((${v} & ${n.seqMask}) << ${n.shifts.sequence})`
   const nowV = `(${timeOf(o, `${c}.now_ms()`)} << ${n.S})`
@@ -537,12 +535,14 @@ export function readShards(
 ): number[] {
   let list: number[]
   if (typeof shards === 'string') list = parseShardList(shards)
-  else if (Array.isArray(shards)) list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
+  else if (Array.isArray(shards))
+    list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
   else {
     const { from, to } = shards as { from: number; to: number }
     layout.checkShard(from)
     layout.checkShard(to)
-    if (to < from) throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
+    if (to < from)
+      throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
     list = Array.from({ length: to - from + 1 }, (_, i) => from + i)
   }
   if (list.length === 0) throw new InvalidArgumentError('No shards given.')
@@ -563,7 +563,9 @@ export function readShards(
  * ```
  */
 export function postgresSql(
-  options: PostgresSqlOptions & { shards: readonly number[] | string | { from: number; to: number } },
+  options: PostgresSqlOptions & {
+    shards: readonly number[] | string | { from: number; to: number }
+  },
 ): string {
   const resolved = resolveSqlOptions(options)
   const shards = readShards(options.shards, resolved.layout)

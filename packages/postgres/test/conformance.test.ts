@@ -35,7 +35,11 @@ describeIdSource('PostgresSource (PGlite, prefetch)', {
   async create() {
     pglite = new PGlite()
     await installPostgres(pglite, { layout: instagram, shards: '0-1' })
-    return new PostgresSource({ layout: instagram, databases: pglite, prefetch: { size: 64, maxAgeMs: 5000 } })
+    return new PostgresSource({
+      layout: instagram,
+      databases: pglite,
+      prefetch: { size: 64, maxAgeMs: 5000 },
+    })
   },
   concurrency: 8,
   idsPerCaller: 500,

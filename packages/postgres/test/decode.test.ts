@@ -31,28 +31,31 @@ describe('IDs made by SQL decode in TypeScript', () => {
   it.each([
     { layout: old, schema: 'sf_old', shards: [0, 3, 8191] },
     { layout: instagram, schema: 'sf_insta', shards: [0, 1341, 8191] },
-  ])('$layout.name: shard, time and sequence agree with the SQL helpers', async ({ layout, schema, shards }) => {
-    await installPostgres(pool, { layout, schema, schemaPrefix: `${schema}_s`, shards })
-    for (const shard of shards) {
-      const before = Date.now()
-      const rows = await raw<{ id: string; shard: number; ts: Date; seq: number }>(
-        url,
-        `SELECT x::text AS id, ${schema}.shardflake_shard(x) AS shard, ${schema}.shardflake_timestamp(x) AS ts,
+  ])(
+    '$layout.name: shard, time and sequence agree with the SQL helpers',
+    async ({ layout, schema, shards }) => {
+      await installPostgres(pool, { layout, schema, schemaPrefix: `${schema}_s`, shards })
+      for (const shard of shards) {
+        const before = Date.now()
+        const rows = await raw<{ id: string; shard: number; ts: Date; seq: number }>(
+          url,
+          `SELECT x::text AS id, ${schema}.shardflake_shard(x) AS shard, ${schema}.shardflake_timestamp(x) AS ts,
                 ${schema}.shardflake_sequence(x) AS seq
            FROM ${schema}_s${shard}.next_ids(2000) x`,
-      )
-      const after = Date.now()
-      for (const row of rows) {
-        const decoded = layout.decompose(row.id)
-        expect(decoded.shard).toBe(shard)
-        expect(row.shard).toBe(shard)
-        expect(decoded.sequence).toBe(row.seq)
-        expect(decoded.timestampMs).toBe(row.ts.getTime())
-        expect(decoded.timestampMs).toBeGreaterThanOrEqual(before - 10)
-        expect(decoded.timestampMs).toBeLessThanOrEqual(after + 1000)
-        if (layout === old) expect(BigInt(row.id) < 0n).toBe(true)
-        else expect(BigInt(row.id) > 0n).toBe(true)
+        )
+        const after = Date.now()
+        for (const row of rows) {
+          const decoded = layout.decompose(row.id)
+          expect(decoded.shard).toBe(shard)
+          expect(row.shard).toBe(shard)
+          expect(decoded.sequence).toBe(row.seq)
+          expect(decoded.timestampMs).toBe(row.ts.getTime())
+          expect(decoded.timestampMs).toBeGreaterThanOrEqual(before - 10)
+          expect(decoded.timestampMs).toBeLessThanOrEqual(after + 1000)
+          if (layout === old) expect(BigInt(row.id) < 0n).toBe(true)
+          else expect(BigInt(row.id) > 0n).toBe(true)
+        }
       }
-    }
-  })
+    },
+  )
 })

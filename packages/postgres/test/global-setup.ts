@@ -22,7 +22,8 @@ export default function setup(project: TestProject): () => void {
   }
   let version = ''
   try {
-    version = execFileSync('pg_lsclusters', ['-h'], { encoding: 'utf8' }).trim().split(/\s+/)[0] ?? ''
+    version =
+      execFileSync('pg_lsclusters', ['-h'], { encoding: 'utf8' }).trim().split(/\s+/)[0] ?? ''
     const port = String(54_300 + (process.pid % 90))
     drop(version)
     execFileSync('pg_createcluster', [version, CLUSTER, '-p', port, '--', '--auth=trust'], {
@@ -33,7 +34,9 @@ export default function setup(project: TestProject): () => void {
     })
     project.provide('secondServerUrl', `postgres://postgres@127.0.0.1:${port}/postgres`)
   } catch (error) {
-    console.warn(`[postgres tests] no second PostgreSQL server (${String(error)}); using a second database instead`)
+    console.warn(
+      `[postgres tests] no second PostgreSQL server (${String(error)}); using a second database instead`,
+    )
     project.provide('secondServerUrl', '')
   }
   return () => drop(version)

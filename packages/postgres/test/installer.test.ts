@@ -55,18 +55,33 @@ describe('installPostgres', () => {
   })
 
   it('refuses a different layout over the installed one, changing nothing', async () => {
-    const other = defineLayout({ name: 'other', epoch: '2024-01-01T00:00:00Z', timeBits: 41, shardBits: 13, sequenceBits: 10 })
-    const error = await installPostgres(pool, { layout: other, shards: [500] }).catch((e: unknown) => e)
+    const other = defineLayout({
+      name: 'other',
+      epoch: '2024-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
+    const error = await installPostgres(pool, { layout: other, shards: [500] }).catch(
+      (e: unknown) => e,
+    )
     expect(error).toBeInstanceOf(LayoutMismatchError)
-    expect((error as Error).message).toMatch(/already holds layout "instagram".*refusing to install layout "other"/)
-    const [present] = await raw<{ present: boolean }>(url, `SELECT to_regnamespace('shard_500') IS NOT NULL AS present`)
+    expect((error as Error).message).toMatch(
+      /already holds layout "instagram".*refusing to install layout "other"/,
+    )
+    const [present] = await raw<{ present: boolean }>(
+      url,
+      `SELECT to_regnamespace('shard_500') IS NOT NULL AS present`,
+    )
     expect(present!.present).toBe(false)
   })
 
   it('refuses a shard already installed under another schema name', async () => {
-    const error = await installPostgres(pool, { layout: instagram, shards: [3], schemaPrefix: 'other_' }).catch(
-      (e: unknown) => e,
-    )
+    const error = await installPostgres(pool, {
+      layout: instagram,
+      shards: [3],
+      schemaPrefix: 'other_',
+    }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(ConfigurationError)
     expect((error as Error).message).toMatch(/already installed in schema shard_3/)
   })

@@ -1,5 +1,5 @@
 import { PGlite } from '@electric-sql/pglite'
-import { instagram, LayoutMismatchError, defineLayout } from '@shardflake/core'
+import { defineLayout, instagram, LayoutMismatchError } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { defaultClause, installPostgres, PostgresSource, postgresSql } from '../src/index'
 
@@ -18,9 +18,18 @@ describe('PGlite', () => {
   it('installs with the installer, and refuses another layout', async () => {
     await installPostgres(db, { layout: instagram, shards: '0-3' })
     await installPostgres(db, { layout: instagram, shards: '0-3' })
-    const other = defineLayout({ epoch: '2024-01-01T00:00:00Z', timeBits: 41, shardBits: 13, sequenceBits: 10 })
-    await expect(installPostgres(db, { layout: other, shards: [9] })).rejects.toBeInstanceOf(LayoutMismatchError)
-    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM shardflake.shards')
+    const other = defineLayout({
+      epoch: '2024-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
+    await expect(installPostgres(db, { layout: other, shards: [9] })).rejects.toBeInstanceOf(
+      LayoutMismatchError,
+    )
+    const { rows } = await db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM shardflake.shards',
+    )
     expect(rows[0]!.n).toBe(4)
   })
 
@@ -43,7 +52,9 @@ describe('PGlite', () => {
     expect(new Set(batch).size).toBe(20_000)
     expect(new Set(singles).size).toBe(100)
     for (const id of singles) expect(instagram.shardOf(id)).toBe(1)
-    const ids = (await db.query<{ id: string }>('SELECT id::text AS id FROM posts')).rows.map((r) => BigInt(r.id))
+    const ids = (await db.query<{ id: string }>('SELECT id::text AS id FROM posts')).rows.map((r) =>
+      BigInt(r.id),
+    )
     expect(new Set([...ids, ...batch]).size).toBe(25_000)
   })
 })

@@ -63,12 +63,12 @@ describe('PostgresSource over two physical databases', () => {
       const ids = await source.nextIds(shard, 500)
       expect(new Set(ids).size).toBe(500)
       for (const id of ids) expect(instagram.shardOf(id)).toBe(shard)
-      await source.poolForId(ids[0]!).query(
-        `CREATE TABLE IF NOT EXISTS shard_${shard}.posts (id bigint PRIMARY KEY)`,
-      )
-      await source.poolForId(ids[0]!).query(`INSERT INTO shard_${shard}.posts SELECT unnest($1::bigint[])`, [
-        ids.map(String),
-      ])
+      await source
+        .poolForId(ids[0]!)
+        .query(`CREATE TABLE IF NOT EXISTS shard_${shard}.posts (id bigint PRIMARY KEY)`)
+      await source
+        .poolForId(ids[0]!)
+        .query(`INSERT INTO shard_${shard}.posts SELECT unnest($1::bigint[])`, [ids.map(String)])
     }
     expect(source.poolFor(2)).toBe(poolA)
     expect(source.poolFor(7)).toBe(poolB)
@@ -76,7 +76,10 @@ describe('PostgresSource over two physical databases', () => {
     const [inA] = await raw<{ n: string }>(urlA, 'SELECT count(*)::text AS n FROM shard_1.posts')
     const [inB] = await raw<{ n: string }>(urlB, 'SELECT count(*)::text AS n FROM shard_6.posts')
     expect([inA!.n, inB!.n]).toEqual(['500', '500'])
-    const [missing] = await raw<{ present: boolean }>(urlA, `SELECT to_regnamespace('shard_6') IS NOT NULL AS present`)
+    const [missing] = await raw<{ present: boolean }>(
+      urlA,
+      `SELECT to_regnamespace('shard_6') IS NOT NULL AS present`,
+    )
     expect(missing!.present).toBe(false)
     await expect(source.nextId(8)).rejects.toBeInstanceOf(ShardOutOfRangeError)
     expect(() => source.poolFor(9)).toThrow(ShardOutOfRangeError)
@@ -86,7 +89,10 @@ describe('PostgresSource over two physical databases', () => {
     const source = new PostgresSource({ layout: instagram, databases: poolA })
     const ids = await source.nextIds(2, 50)
     const last = ids.at(-1)!
-    const [row] = await raw<{ max: string }>(urlA, `SELECT (last_value)::text AS max FROM shard_2.id_seq`)
+    const [row] = await raw<{ max: string }>(
+      urlA,
+      `SELECT (last_value)::text AS max FROM shard_2.id_seq`,
+    )
     // The sequence's last value, composed in TypeScript, is the last ID handed out.
     const value = BigInt(row!.max)
     const expected = instagram.compose({
@@ -100,7 +106,11 @@ describe('PostgresSource over two physical databases', () => {
 
   it('prefetch: single IDs cost one round trip per buffer, and stale buffers are dropped', async () => {
     const client = counting(poolA)
-    const source = new PostgresSource({ layout: instagram, databases: client, prefetch: { size: 20, maxAgeMs: 200 } })
+    const source = new PostgresSource({
+      layout: instagram,
+      databases: client,
+      prefetch: { size: 20, maxAgeMs: 200 },
+    })
     const singles = await Promise.all(Array.from({ length: 40 }, () => source.nextId(3)))
     expect(new Set(singles).size).toBe(40)
     expect(client.count).toBe(2)
@@ -117,7 +127,11 @@ describe('PostgresSource over two physical databases', () => {
 
   it('uses the caller connection (context.query) when told to', async () => {
     const client = counting(poolA)
-    const source = new PostgresSource({ layout: instagram, databases: client, useContextQuery: true })
+    const source = new PostgresSource({
+      layout: instagram,
+      databases: client,
+      useContextQuery: true,
+    })
     const caller = await poolA.connect()
     const seen: string[] = []
     try {

@@ -1,4 +1,10 @@
-import { defineLayout, InvalidIdentifierError, instagram, InvalidLayoutError, twitter } from '@shardflake/core'
+import {
+  defineLayout,
+  InvalidIdentifierError,
+  InvalidLayoutError,
+  instagram,
+  twitter,
+} from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { defaultClause, postgresSql, setDefaultSql, shardSql } from '../src/index'
@@ -33,7 +39,9 @@ describe('generated SQL', () => {
       '__snapshots__/instagram-shard-7-cache-100.sql',
     )
     expect(defaultClause(5)).toMatchInlineSnapshot(`"DEFAULT "shard_5".next_id()"`)
-    expect(setDefaultSql({ table: 'app.posts', shard: 12, schemaPrefix: 's' })).toMatchInlineSnapshot(
+    expect(
+      setDefaultSql({ table: 'app.posts', shard: 12, schemaPrefix: 's' }),
+    ).toMatchInlineSnapshot(
       `"ALTER TABLE "app"."posts" ALTER COLUMN "id" SET DEFAULT "s12".next_id()"`,
     )
   })
@@ -66,7 +74,12 @@ describe('generated SQL', () => {
   })
 
   it('refuses a different layout in the generated script itself (SQLSTATE SF002)', async () => {
-    const other = defineLayout({ epoch: '2020-01-01T00:00:00Z', timeBits: 41, shardBits: 13, sequenceBits: 10 })
+    const other = defineLayout({
+      epoch: '2020-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
     const error = await exec(postgresSql({ layout: other, shards: [5] })).catch((e: unknown) => e)
     expect((error as { code?: string }).code).toBe('SF002')
     expect(String((error as Error).message)).toMatch(/refusing to install layout/)

@@ -60,7 +60,11 @@ describe.each([
   it('32 concurrent sessions x 10,000 IDs, with the clock stepping back 1 s half-way', async () => {
     await setClockOffset(0)
     const gen = async () =>
-      Number((await raw<{ g: string }>(url, `SELECT last_value::text AS g FROM shard_${shard}.id_gen`))[0]!.g)
+      Number(
+        (
+          await raw<{ g: string }>(url, `SELECT last_value::text AS g FROM shard_${shard}.id_gen`)
+        )[0]!.g,
+      )
     const movesBefore = await gen()
     let stepped = false
     const sessions = Array.from({ length: 32 }, async (_, session) => {
@@ -128,19 +132,35 @@ describe.each([
       url,
       `SELECT count(*)::text AS n, count(DISTINCT id)::text AS d, string_agg(DISTINCT shardflake.shardflake_shard(id)::text, ',') AS shards FROM ${table}`,
     )
-    expect(count).toEqual({ n: String(16 * 8 * 1000 + 16 * 4), d: String(16 * 8 * 1000 + 16 * 4), shards: String(shard) })
+    expect(count).toEqual({
+      n: String(16 * 8 * 1000 + 16 * 4),
+      d: String(16 * 8 * 1000 + 16 * 4),
+      shards: String(shard),
+    })
   })
 })
 
 describe('locks', () => {
   it('recovers when a session died while moving the sequence (id_gen left NULL)', async () => {
     const [before] = await raw<{ id: string }>(url, 'SELECT shard_5.next_id()::text AS id')
-    await raw(url, `SELECT setval('shard_5.id_gen', (SELECT last_value FROM shard_5.id_gen), false)`)
-    const [nulled] = await raw<{ g: string | null }>(url, `SELECT pg_sequence_last_value('shard_5.id_gen') AS g`)
+    await raw(
+      url,
+      `SELECT setval('shard_5.id_gen', (SELECT last_value FROM shard_5.id_gen), false)`,
+    )
+    const [nulled] = await raw<{ g: string | null }>(
+      url,
+      `SELECT pg_sequence_last_value('shard_5.id_gen') AS g`,
+    )
     expect(nulled!.g).toBeNull()
-    const after = await raw<{ id: string }>(url, 'SELECT shard_5.next_id()::text AS id FROM generate_series(1, 3)')
+    const after = await raw<{ id: string }>(
+      url,
+      'SELECT shard_5.next_id()::text AS id FROM generate_series(1, 3)',
+    )
     expect(BigInt(after[0]!.id) > BigInt(before!.id)).toBe(true)
-    const [repaired] = await raw<{ g: string | null }>(url, `SELECT pg_sequence_last_value('shard_5.id_gen')::text AS g`)
+    const [repaired] = await raw<{ g: string | null }>(
+      url,
+      `SELECT pg_sequence_last_value('shard_5.id_gen')::text AS g`,
+    )
     expect(repaired!.g).not.toBeNull()
   })
 
@@ -150,7 +170,10 @@ describe('locks', () => {
     await holder.connect()
     await other.connect()
     try {
-      await raw(url, 'CREATE TABLE IF NOT EXISTS held (id bigint PRIMARY KEY DEFAULT shard_5.next_id())')
+      await raw(
+        url,
+        'CREATE TABLE IF NOT EXISTS held (id bigint PRIMARY KEY DEFAULT shard_5.next_id())',
+      )
       await holder.query('BEGIN')
       // Let the sequence fall behind so the call moves it forward (the path that takes a lock).
       await new Promise((resolve) => setTimeout(resolve, 30))

@@ -1,0 +1,181 @@
+/**
+ * next_id() against bare nextval(), next_ids(1000), and INSERT throughput with DEFAULT next_id()
+ * or client-sent IDs against bigserial, with pgbench (real PostgreSQL, PG_URL). Cells run
+ * round-robin (rep 1 of every cell, then rep 2, ...) and each figure is the median of the reps;
+ * ratios compare cells of the same run.
+ *
+ *   node bench/postgres.bench.ts [--seconds 5] [--reps 3] [--json]
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { instagram } from '@shardflake/core'
+import { installPostgres } from '@shardflake/postgres'
+import pg from 'pg'
+
+const args = process.argv.slice(2)
+const option = (name: string, fallback: number) => {
+  const index = args.indexOf(`--${name}`)
+  return index >= 0 ? Number(args[index + 1]) : fallback
+}
+const seconds = option('seconds', 5)
+const reps = option('reps', 3)
+const json = args.includes('--json')
+const serverUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const DB = 'sf_pg_bench'
+
+const url = new URL(serverUrl)
+url.pathname = `/${DB}`
+const admin = new pg.Client({ connectionString: serverUrl })
+await admin.connect()
+await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
+await admin.query(`CREATE DATABASE ${DB}`)
+const pool = new pg.Pool({ connectionString: url.toString(), max: 2 })
+await installPostgres(pool, { layout: instagram, shards: [5] })
+await pool.query(`
+  CREATE SEQUENCE bench_seq;
+  CREATE TABLE t_serial (id bigserial PRIMARY KEY, payload int NOT NULL);
+  CREATE TABLE t_default (id bigint PRIMARY KEY DEFAULT shard_5.next_id(), payload int NOT NULL);
+  CREATE TABLE t_client (id bigint PRIMARY KEY, payload int NOT NULL);
+`)
+
+const dir = mkdtempSync(join(tmpdir(), 'sf-pg-bench-'))
+const values1000 = Array.from({ length: 1000 }, () => '(1)').join(',')
+const scripts: Record<string, string> = {
+  nextval: `SELECT nextval('bench_seq');`,
+  next_id: 'SELECT shard_5.next_id();',
+  next_ids_1000: 'SELECT count(*) FROM shard_5.next_ids(1000);',
+  insert_serial: 'INSERT INTO t_serial (payload) VALUES (1);',
+  insert_default: 'INSERT INTO t_default (payload) VALUES (1);',
+  insert_client:
+    'SELECT x::text AS id FROM shard_5.next_ids(1) x \\gset\nINSERT INTO t_client (id, payload) VALUES (:id, 1);',
+  insert1000_serial: `INSERT INTO t_serial (payload) VALUES ${values1000};`,
+  insert1000_default: `INSERT INTO t_default (payload) VALUES ${values1000};`,
+  insert1000_client:
+    "SELECT array_to_string(ARRAY(SELECT shard_5.next_ids(1000)), ',') AS ids \\gset\nINSERT INTO t_client (id, payload) SELECT unnest(string_to_array(:ids, ',')::bigint[]), 1;",
+}
+for (const [name, body] of Object.entries(scripts))
+  writeFileSync(join(dir, `${name}.sql`), `${body}\n`)
+
+interface Cell {
+  script: string
+  clients: number
+  idsPerTx: number
+  baseline?: string
+}
+const key = (script: string, clients: number) => `${script}@${clients}`
+const cells: Cell[] = [
+  { script: 'nextval', clients: 1, idsPerTx: 1 },
+  { script: 'next_id', clients: 1, idsPerTx: 1, baseline: key('nextval', 1) },
+  { script: 'nextval', clients: 8, idsPerTx: 1 },
+  { script: 'next_id', clients: 8, idsPerTx: 1, baseline: key('nextval', 8) },
+  { script: 'next_ids_1000', clients: 1, idsPerTx: 1000, baseline: key('next_id', 1) },
+  { script: 'insert_serial', clients: 1, idsPerTx: 1 },
+  { script: 'insert_default', clients: 1, idsPerTx: 1, baseline: key('insert_serial', 1) },
+  { script: 'insert_client', clients: 1, idsPerTx: 1, baseline: key('insert_serial', 1) },
+  { script: 'insert_serial', clients: 8, idsPerTx: 1 },
+  { script: 'insert_default', clients: 8, idsPerTx: 1, baseline: key('insert_serial', 8) },
+  { script: 'insert_client', clients: 8, idsPerTx: 1, baseline: key('insert_serial', 8) },
+  { script: 'insert1000_serial', clients: 1, idsPerTx: 1000 },
+  {
+    script: 'insert1000_default',
+    clients: 1,
+    idsPerTx: 1000,
+    baseline: key('insert1000_serial', 1),
+  },
+  {
+    script: 'insert1000_client',
+    clients: 1,
+    idsPerTx: 1000,
+    baseline: key('insert1000_serial', 1),
+  },
+  { script: 'insert1000_serial', clients: 8, idsPerTx: 1000 },
+  {
+    script: 'insert1000_default',
+    clients: 8,
+    idsPerTx: 1000,
+    baseline: key('insert1000_serial', 8),
+  },
+  {
+    script: 'insert1000_client',
+    clients: 8,
+    idsPerTx: 1000,
+    baseline: key('insert1000_serial', 8),
+  },
+]
+
+function pgbench(cell: Cell): number {
+  const output = execFileSync(
+    'pgbench',
+    [
+      '-n',
+      '-M',
+      'prepared',
+      '-T',
+      String(seconds),
+      '-c',
+      String(cell.clients),
+      '-j',
+      String(Math.min(cell.clients, 2)),
+      '-f',
+      join(dir, `${cell.script}.sql`),
+      url.toString(),
+    ],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  const match = /tps = ([\d.]+) \(without initial connection time\)/.exec(output)
+  if (!match) throw new Error(`pgbench printed no tps:\n${output}`)
+  return Number(match[1])
+}
+
+const results = new Map<string, number[]>()
+for (let rep = 0; rep < reps; rep++) {
+  for (const cell of cells) {
+    if (cell.script.startsWith('insert')) {
+      await pool.query('TRUNCATE t_serial, t_default, t_client')
+      await pool.query('CHECKPOINT')
+    }
+    const ids = pgbench(cell) * cell.idsPerTx
+    const list = results.get(key(cell.script, cell.clients)) ?? []
+    list.push(ids)
+    results.set(key(cell.script, cell.clients), list)
+    if (!json)
+      process.stderr.write(
+        `rep ${rep + 1}/${reps} ${key(cell.script, cell.clients)}: ${Math.round(ids)} IDs/s\n`,
+      )
+  }
+}
+await pool.end()
+await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
+await admin.end()
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = sorted.length >> 1
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+const rows = cells.map((cell) => {
+  const values = results.get(key(cell.script, cell.clients))!
+  const ids = median(values)
+  const base = cell.baseline ? median(results.get(cell.baseline)!) : undefined
+  return {
+    cell: key(cell.script, cell.clients),
+    idsPerSecond: Math.round(ids),
+    min: Math.round(Math.min(...values)),
+    max: Math.round(Math.max(...values)),
+    baseline: cell.baseline ?? null,
+    ratio: base ? Number((ids / base).toFixed(2)) : null,
+  }
+})
+if (json) {
+  console.log(JSON.stringify({ seconds, reps, rows }, null, 2))
+} else {
+  console.log(`| cell | IDs/s (median of ${reps} x ${seconds} s) | min..max | baseline | ratio |`)
+  console.log('|---|---:|---:|---|---:|')
+  for (const row of rows) {
+    console.log(
+      `| ${row.cell} | ${row.idsPerSecond.toLocaleString('en')} | ${row.min.toLocaleString('en')}..${row.max.toLocaleString('en')} | ${row.baseline ?? ''} | ${row.ratio ?? ''} |`,
+    )
+  }
+}
