@@ -67,6 +67,7 @@ const CONNECTION_CODES = new Set([
   'PROTOCOL_SEQUENCE_TIMEOUT',
   'ER_CON_COUNT_ERROR',
   'ER_SERVER_SHUTDOWN',
+  'ER_CONNECTION_KILLED',
   'POOL_CLOSED',
 ])
 
@@ -75,5 +76,6 @@ export function isConnectionError(error: unknown): boolean {
   const e = asDriverError(error)
   if (!e) return false
   if (e.code && CONNECTION_CODES.has(e.code)) return true
-  return e.fatal === true && e.sqlState === undefined
+  if (/closed state|connection lost|server has gone away/i.test(e.message ?? '')) return true
+  return e.fatal === true
 }

@@ -67,7 +67,10 @@ export async function installMysqlShards(
 ): Promise<InstallMysqlResult> {
   const { shards } = options
   if (shards.length === 0) throw new InvalidArgumentError('shards must not be empty.')
-  const dialect = options.dialect === undefined || options.dialect === 'auto' ? await detectDialect(pool) : options.dialect
+  const dialect =
+    options.dialect === undefined || options.dialect === 'auto'
+      ? await detectDialect(pool)
+      : options.dialect
   const o = resolveSqlOptions({ ...options, dialect })
   for (const shard of shards) o.layout.checkShard(shard)
   const key = layoutKey(o.layout)

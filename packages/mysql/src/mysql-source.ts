@@ -1,7 +1,7 @@
 import {
   ClockMovedBackwardsError,
-  checkCount,
   ConfigurationError,
+  checkCount,
   type IdSource,
   InvalidArgumentError,
   type Layout,

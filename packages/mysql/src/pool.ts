@@ -24,7 +24,9 @@ export async function createMysqlPool(config: string | PoolOptions): Promise<Poo
 }
 
 interface PoolConfigShape {
-  pool?: { config?: { connectionConfig?: { supportBigNumbers?: boolean; bigNumberStrings?: boolean } } }
+  pool?: {
+    config?: { connectionConfig?: { supportBigNumbers?: boolean; bigNumberStrings?: boolean } }
+  }
 }
 
 /**

@@ -80,7 +80,11 @@ export function resolveSqlOptions(options: MysqlSqlOptions): ResolvedSqlOptions 
     )
   }
   const logicalShards = options.logicalShards ?? layout.shardCount
-  if (!Number.isSafeInteger(logicalShards) || logicalShards < 1 || logicalShards > layout.shardCount) {
+  if (
+    !Number.isSafeInteger(logicalShards) ||
+    logicalShards < 1 ||
+    logicalShards > layout.shardCount
+  ) {
     throw new InvalidArgumentError(
       `logicalShards must be an integer from 1 to ${layout.shardCount}, got ${logicalShards}.`,
     )
@@ -170,7 +174,10 @@ export function shardStatements(o: ResolvedSqlOptions, shard: number): string[] 
   const create = (kind: 'FUNCTION' | 'PROCEDURE', name: string): string[] =>
     dialect === 'mariadb'
       ? [`CREATE OR REPLACE ${kind} ${db}.${name}`]
-      : [`DROP ${kind} IF EXISTS ${db}.${name.replace(/\(.*$/s, '')}`, `CREATE ${kind} ${db}.${name}`]
+      : [
+          `DROP ${kind} IF EXISTS ${db}.${name.replace(/\(.*$/s, '')}`,
+          `CREATE ${kind} ${db}.${name}`,
+        ]
   const routine = (kind: 'FUNCTION' | 'PROCEDURE', head: string, body: string): string[] => {
     const parts = create(kind, head)
     parts[parts.length - 1] += `\n${body}`
@@ -341,7 +348,10 @@ BEGIN
 END`
   return o.dialect === 'mariadb'
     ? [`CREATE OR REPLACE TRIGGER ${database}.${trigger}\n${body}`]
-    : [`DROP TRIGGER IF EXISTS ${database}.${trigger}`, `CREATE TRIGGER ${database}.${trigger}\n${body}`]
+    : [
+        `DROP TRIGGER IF EXISTS ${database}.${trigger}`,
+        `CREATE TRIGGER ${database}.${trigger}\n${body}`,
+      ]
 }
 
 /** What {@link generateMysqlSql} takes. */

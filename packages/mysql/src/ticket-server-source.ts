@@ -1,6 +1,6 @@
 import {
-  checkCount,
   ConfigurationError,
+  checkCount,
   type IdSource,
   InvalidArgumentError,
   ShardOutOfRangeError,
@@ -254,7 +254,8 @@ export class TicketServerSource implements IdSource {
       )
     } catch (error) {
       const signal = routineSignal(error)
-      if (signal) throw new ConfigurationError(`Ticket server: ${signal.kind}: ${signal.rest.trim()}`)
+      if (signal)
+        throw new ConfigurationError(`Ticket server: ${signal.kind}: ${signal.rest.trim()}`)
       throw error
     }
     const row = (rows as { v?: unknown; inc?: unknown }[])[0]

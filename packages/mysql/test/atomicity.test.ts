@@ -21,7 +21,12 @@ let pool: Pool
 beforeAll(async () => {
   pool = createPool(undefined, { connectionLimit: 40 })
   await dropDatabases(pool, PREFIX)
-  await installMysqlShards(pool, { layout, shards: [7, 8], schemaPrefix: MARIA, dialect: 'mariadb' })
+  await installMysqlShards(pool, {
+    layout,
+    shards: [7, 8],
+    schemaPrefix: MARIA,
+    dialect: 'mariadb',
+  })
   await installMysqlShards(pool, { layout, shards: [7], schemaPrefix: MY8, dialect: 'mysql8' })
   await pool.query(`CREATE DATABASE ${LOG}`)
 })
@@ -56,7 +61,9 @@ describe.each([
         for (let round = 0; round < 12; round++) {
           const kind = (w + round) % 4
           if (kind === 0) {
-            await connection.query(`INSERT INTO ${LOG}.${table} (id, how) VALUES (${db}.next_id(), 'fn')`)
+            await connection.query(
+              `INSERT INTO ${LOG}.${table} (id, how) VALUES (${db}.next_id(), 'fn')`,
+            )
           } else if (kind === 1) {
             const [sets] = await connection.query(`CALL ${db}.next_ids(97)`)
             const ids = (sets as { id: string }[][])[0]!.map((r) => r.id)

@@ -53,7 +53,13 @@ describe('generated SQL is pinned', () => {
   it('triggers and ticket servers, per dialect', async () => {
     for (const dialect of ['mariadb', 'mysql8'] as const) {
       const sql = [
-        ...mysqlTriggerSql({ layout: instagram, dialect, database: 'app', table: 'posts', shard: 5 }),
+        ...mysqlTriggerSql({
+          layout: instagram,
+          dialect,
+          database: 'app',
+          table: 'posts',
+          shard: 5,
+        }),
         ...ticketServerStatements({ sequences: ['photos'], dialect }),
       ].join(';\n\n')
       await expect(`${sql};\n`).toMatchFileSnapshot(`__snapshots__/extras-${dialect}.sql`)
@@ -83,9 +89,9 @@ describe('validation', () => {
         InvalidIdentifierError,
       )
     }
-    expect(() =>
-      mysqlTriggerSql({ layout, database: 'app', table: 'po`sts', shard: 1 }),
-    ).toThrow(InvalidIdentifierError)
+    expect(() => mysqlTriggerSql({ layout, database: 'app', table: 'po`sts', shard: 1 })).toThrow(
+      InvalidIdentifierError,
+    )
     expect(() => ticketServerStatements({ sequences: ['Photos'] })).toThrow(InvalidIdentifierError)
   })
 
@@ -104,7 +110,10 @@ describe('validation', () => {
 
 async function install(dialect: MysqlDialect, prefix: string, shards: number[]) {
   for (const shard of shards) {
-    for (const statement of mysqlShardStatements({ layout, dialect, schemaPrefix: prefix }, shard)) {
+    for (const statement of mysqlShardStatements(
+      { layout, dialect, schemaPrefix: prefix },
+      shard,
+    )) {
       await pool.query(statement)
     }
   }
@@ -195,7 +204,12 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
     await install(dialect, prefix, [3])
     const [after] = await rows<{ v: string }>(pool, `SELECT v FROM ${db(3)}.sf_counter`)
     expect(BigInt(after!.v)).toBe(BigInt(before!.v))
-    const other = defineLayout({ epoch: '2021-01-01T00:00:00Z', timeBits: 41, shardBits: 13, sequenceBits: 10 })
+    const other = defineLayout({
+      epoch: '2021-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
     const statements = mysqlShardStatements({ layout: other, dialect, schemaPrefix: prefix }, 3)
     await expect(
       (async () => {
@@ -226,8 +240,13 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
       await pool.query(statement)
     }
     await pool.query(`INSERT INTO \`${app}\`.posts (body) VALUES ('omitted'), ('omitted 2')`)
-    await pool.query(`INSERT INTO \`${app}\`.posts (id, body) VALUES (NULL, 'null'), (0, 'zero'), (42, 'given')`)
-    const all = await rows<{ id: string; body: string }>(pool, `SELECT id, body FROM \`${app}\`.posts`)
+    await pool.query(
+      `INSERT INTO \`${app}\`.posts (id, body) VALUES (NULL, 'null'), (0, 'zero'), (42, 'given')`,
+    )
+    const all = await rows<{ id: string; body: string }>(
+      pool,
+      `SELECT id, body FROM \`${app}\`.posts`,
+    )
     expect(all).toHaveLength(5)
     for (const row of all) {
       if (row.body === 'given') expect(row.id).toBe('42')

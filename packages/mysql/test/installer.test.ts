@@ -1,0 +1,121 @@
+import { defineLayout, instagram, LayoutMismatchError, parseShardList } from '@shardflake/core'
+import type { Pool } from 'mysql2/promise'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type InstallProgress, installMysqlShards, layoutKey } from '../src'
+import { createPool, dropDatabases, rows } from './helpers'
+
+const PREFIX = 'sf_my_inst_'
+const SHARDS = `${PREFIX}shard_`
+
+let pool: Pool
+
+beforeAll(async () => {
+  pool = createPool()
+  await dropDatabases(pool, PREFIX)
+})
+
+afterAll(async () => {
+  await dropDatabases(pool, PREFIX)
+  await pool.end()
+})
+
+async function installedDatabases(prefix: string): Promise<string[]> {
+  const found = await rows<{ name: string }>(
+    pool,
+    'SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ? ORDER BY 1',
+    [`${prefix.replace(/_/g, '\\_')}%`],
+  )
+  return found.map((r) => r.name)
+}
+
+describe('installMysqlShards', () => {
+  it('installs many shards with progress, detects the dialect and records the layout', async () => {
+    const progress: InstallProgress[] = []
+    const result = await installMysqlShards(pool, {
+      layout: instagram,
+      shards: parseShardList('0-24'),
+      schemaPrefix: SHARDS,
+      onProgress: (p) => progress.push(p),
+    })
+    expect(result.dialect).toBe('mariadb')
+    expect(result.created).toEqual(parseShardList('0-24'))
+    expect(result.updated).toEqual([])
+    expect(progress.map((p) => p.done)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1))
+    expect(progress.every((p) => p.total === 25 && p.created)).toBe(true)
+    expect(await installedDatabases(SHARDS)).toHaveLength(25)
+    const routines = await rows<{ n: string }>(
+      pool,
+      `SELECT COUNT(*) AS n FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = '${SHARDS}17'`,
+    )
+    expect(Number(routines[0]!.n)).toBe(8)
+    const meta = await rows<{ name: string; value: string }>(
+      pool,
+      `SELECT name, value FROM \`${SHARDS}17\`.sf_meta ORDER BY name`,
+    )
+    const byName = Object.fromEntries(meta.map((m) => [m.name, m.value]))
+    expect(byName.layout_key).toBe(layoutKey(instagram))
+    expect(JSON.parse(byName.layout!)).toEqual(instagram.toJSON())
+    expect(byName.shard).toBe('17')
+    expect(byName.dialect).toBe('mariadb')
+  })
+
+  it('is idempotent: a second run keeps every counter and reports the shards as updated', async () => {
+    await pool.query(`SELECT \`${SHARDS}3\`.next_id()`)
+    const [before] = await rows<{ v: string }>(pool, `SELECT v FROM \`${SHARDS}3\`.sf_counter`)
+    expect(BigInt(before!.v)).toBeGreaterThan(0n)
+    const result = await installMysqlShards(pool, {
+      layout: instagram,
+      shards: parseShardList('0-4,30'),
+      schemaPrefix: SHARDS,
+    })
+    expect(result.updated).toEqual([0, 1, 2, 3, 4])
+    expect(result.created).toEqual([30])
+    const [after] = await rows<{ v: string }>(pool, `SELECT v FROM \`${SHARDS}3\`.sf_counter`)
+    expect(after!.v).toBe(before!.v)
+    const [row] = await rows<{ id: string }>(pool, `SELECT \`${SHARDS}3\`.next_id() AS id`)
+    expect(instagram.shardOf(row!.id)).toBe(3)
+  })
+
+  it('refuses a conflicting layout with LayoutMismatchError and changes nothing', async () => {
+    const other = defineLayout({
+      name: 'other',
+      epoch: '2019-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
+    const before = await installedDatabases(SHARDS)
+    await expect(
+      installMysqlShards(pool, {
+        layout: other,
+        shards: parseShardList('40-41,2'),
+        schemaPrefix: SHARDS,
+      }),
+    ).rejects.toBeInstanceOf(LayoutMismatchError)
+    expect(await installedDatabases(SHARDS)).toEqual(before)
+    const [meta] = await rows<{ value: string }>(
+      pool,
+      `SELECT value FROM \`${SHARDS}2\`.sf_meta WHERE name = 'layout_key'`,
+    )
+    expect(meta!.value).toBe(layoutKey(instagram))
+  })
+
+  it('installs the mysql8 dialect too (valid on MariaDB 10.6+ as well)', async () => {
+    const prefix = `${PREFIX}my8_`
+    const result = await installMysqlShards(pool, {
+      layout: instagram,
+      shards: [1, 2],
+      schemaPrefix: prefix,
+      dialect: 'mysql8',
+    })
+    expect(result.dialect).toBe('mysql8')
+    const [engine] = await rows<{ e: string }>(
+      pool,
+      `SELECT ENGINE AS e FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${prefix}2' AND TABLE_NAME = 'sf_counter'`,
+    )
+    expect(engine!.e).toBe('InnoDB')
+    const [sets] = await pool.query(`CALL \`${prefix}2\`.next_ids(3)`)
+    const ids = (sets as { id: string }[][])[0]!.map((r) => BigInt(r.id))
+    expect(ids.map((id) => instagram.shardOf(id))).toEqual([2, 2, 2])
+  })
+})

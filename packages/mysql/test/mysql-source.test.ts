@@ -1,0 +1,132 @@
+import {
+  ConfigurationError,
+  defineLayout,
+  InvalidArgumentError,
+  ShardMap,
+  ShardOutOfRangeError,
+} from '@shardflake/core'
+import mysql, { type Pool } from 'mysql2/promise'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createMysqlPool, installMysqlShards, MysqlSource } from '../src'
+import {
+  createPool,
+  dropDatabases,
+  type ExtraServer,
+  MYSQL_URL,
+  rows,
+  startMariadb,
+} from './helpers'
+
+const PREFIX = 'sf_my_src_'
+const SHARDS = `${PREFIX}shard_`
+// An old epoch: every ID is far above 2^53.
+const layout = defineLayout({
+  name: 'y2k',
+  epoch: '2000-01-01T00:00:00Z',
+  timeBits: 41,
+  shardBits: 13,
+  sequenceBits: 10,
+})
+
+let a: Pool
+let b: Pool
+let second: ExtraServer
+let source: MysqlSource
+
+beforeAll(async () => {
+  second = await startMariadb()
+  a = await createMysqlPool(MYSQL_URL)
+  b = await createMysqlPool(second.url)
+  await dropDatabases(a, PREFIX)
+  await installMysqlShards(a, { layout, shards: [0, 1, 2, 3], schemaPrefix: SHARDS })
+  await installMysqlShards(b, { layout, shards: [4, 5, 6, 7], schemaPrefix: SHARDS })
+  source = new MysqlSource({
+    layout,
+    schemaPrefix: SHARDS,
+    shardMap: new ShardMap(layout, [
+      { from: 0, to: 3, target: a },
+      { from: 4, to: 7, target: b },
+    ]),
+  })
+})
+
+afterAll(async () => {
+  await dropDatabases(a, PREFIX)
+  await a.end()
+  await b.end()
+  await second.stop()
+})
+
+async function counter(pool: Pool, shard: number): Promise<bigint> {
+  const [row] = await rows<{ v: string }>(pool, `SELECT v FROM \`${SHARDS}${shard}\`.sf_counter`)
+  return BigInt(row!.v)
+}
+
+describe('MysqlSource', () => {
+  it('routes each logical shard to its server with the shard map', async () => {
+    const beforeA = await counter(a, 2)
+    const beforeB = await counter(b, 6)
+    const onA = await source.nextIds(2, 100)
+    const onB = await source.nextIds(6, 100)
+    expect(await counter(a, 2)).toBeGreaterThan(beforeA)
+    expect(await counter(b, 6)).toBeGreaterThan(beforeB)
+    const [missing] = await rows<{ n: string }>(
+      a,
+      `SELECT COUNT(*) AS n FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '${SHARDS}6'`,
+    )
+    expect(Number(missing!.n)).toBe(0)
+    expect(onA.every((id) => layout.shardOf(id) === 2)).toBe(true)
+    expect(onB.every((id) => layout.shardOf(id) === 6)).toBe(true)
+  })
+
+  it('IDs above 2^53 arrive exact: as in the database, never through a number', async () => {
+    const ids = await source.nextIds(1, 50)
+    expect(ids[0]! > 2n ** 53n).toBe(true)
+    await a.query(`CREATE DATABASE IF NOT EXISTS \`${PREFIX}rows\``)
+    await a.query(`CREATE TABLE \`${PREFIX}rows\`.t (id BIGINT PRIMARY KEY)`)
+    await a.query(`INSERT INTO \`${PREFIX}rows\`.t (id) VALUES ?`, [
+      ids.map((id) => [id.toString()]),
+    ])
+    const stored = await rows<{ id: string; text: string }>(
+      a,
+      `SELECT id, CAST(id AS CHAR) AS text FROM \`${PREFIX}rows\`.t ORDER BY id`,
+    )
+    expect(stored.map((r) => r.text)).toEqual(ids.map(String))
+    expect(stored.map((r) => r.id)).toEqual(ids.map(String))
+    // A pool that would hand BIGINTs back as numbers is refused.
+    const lossy = mysql.createPool({ uri: MYSQL_URL })
+    try {
+      expect(() => new MysqlSource({ layout, pool: lossy, schemaPrefix: SHARDS })).toThrow(
+        ConfigurationError,
+      )
+    } finally {
+      await lossy.end()
+    }
+  })
+
+  it('interleaves with next_id() called in SQL: one counter, ascending, same shard', async () => {
+    const fromSource = await source.nextId(3)
+    const [row] = await rows<{ id: string }>(a, `SELECT \`${SHARDS}3\`.next_id() AS id`)
+    const fromSql = BigInt(row!.id)
+    const again = await source.nextId(3)
+    expect(fromSource < fromSql && fromSql < again).toBe(true)
+    expect(layout.shardOf(fromSql)).toBe(3)
+  })
+
+  it('refuses shards outside its map and counts that are not positive integers', async () => {
+    await expect(source.nextId(8)).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    await expect(source.nextId(-1)).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    await expect(source.nextIds(1, 0)).rejects.toBeInstanceOf(InvalidArgumentError)
+    await expect(source.nextIds(1, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
+  })
+
+  it('reports a shard that is in the map but not installed', async () => {
+    const plain = createPool()
+    try {
+      const uninstalled = new MysqlSource({ layout, pool: plain, schemaPrefix: `${PREFIX}none_` })
+      await expect(uninstalled.nextId(1)).rejects.toThrow(/does not exist/)
+    } finally {
+      await plain.end()
+    }
+  })
+})
