@@ -13,42 +13,58 @@ export interface ShardDdl {
   down?: string | readonly string[]
 }
 
-/** A migration class, as `migrationsList` and migration files export it. */
-export type ShardMigrationClass = new (
-  ...args: ConstructorParameters<typeof Migration>
-) => Migration
+/**
+ * A migration that runs the {@link ShardDdl} of its class's static `ddl`. Extend it directly, or
+ * through {@link shardMigration}.
+ *
+ * @example
+ * ```ts
+ * export class Migration20260101000000Shards extends ShardMigration {
+ *   static override ddl = { up: ['CREATE SCHEMA shard_0', '...'], down: ['DROP SCHEMA shard_0 CASCADE'] }
+ * }
+ * ```
+ */
+export class ShardMigration extends Migration {
+  /** The SQL, or a function building it when the migration runs. */
+  static ddl: ShardDdl | (() => ShardDdl) = { up: [] }
+
+  override up(): void {
+    for (const sql of this.statements('up')) this.addSql(sql)
+  }
+
+  override down(): void {
+    for (const sql of this.statements('down')) this.addSql(sql)
+  }
+
+  private statements(side: 'up' | 'down'): readonly string[] {
+    const { ddl } = this.constructor as typeof ShardMigration
+    const sql = (typeof ddl === 'function' ? ddl() : ddl)[side] ?? []
+    return typeof sql === 'string' ? [sql] : sql
+  }
+}
 
 /**
- * A MikroORM migration that runs shard DDL: the SQL strings `@shardflake/postgres` and
+ * A MikroORM migration class that runs shard DDL: the SQL strings `@shardflake/postgres` and
  * `@shardflake/mysql` generate, or your own `{ up, down }`. Give a function to build the SQL when
  * the migration runs instead of when the file is loaded.
  *
- * On MySQL/MariaDB, give one routine per statement (no `DELIMITER` lines): each string is sent as
+ * On MySQL/MariaDB, give one statement per string (no `DELIMITER` lines): each string is sent as
  * one query. On PostgreSQL a whole script (with `$$` bodies) may be one string.
  *
  * @example A migration file
  * ```ts
+ * import { instagram } from '@shardflake/core'
  * import { postgresSql } from '@shardflake/postgres'
  * import { shardMigration } from '@shardflake/mikro-orm/migrations'
  *
  * export class Migration20260101000000Shards extends shardMigration(() => ({
- *   up: postgresSql({ shards: [0, 1, 2, 3] }),
- *   down: ['DROP SCHEMA IF EXISTS shard_0 CASCADE', 'DROP SCHEMA IF EXISTS shard_1 CASCADE'],
+ *   up: postgresSql({ layout: instagram, shards: '0-63' }),
+ *   down: ['DROP SCHEMA shardflake CASCADE', ...], // one DROP SCHEMA shard_<n> CASCADE per shard
  * })) {}
  * ```
  */
-export function shardMigration(ddl: ShardDdl | (() => ShardDdl)): ShardMigrationClass {
-  const statements = (side: 'up' | 'down'): readonly string[] => {
-    const sql = (typeof ddl === 'function' ? ddl() : ddl)[side] ?? []
-    return typeof sql === 'string' ? [sql] : sql
-  }
-  return class ShardMigration extends Migration {
-    override up(): void {
-      for (const sql of statements('up')) this.addSql(sql)
-    }
-
-    override down(): void {
-      for (const sql of statements('down')) this.addSql(sql)
-    }
+export function shardMigration(ddl: ShardDdl | (() => ShardDdl)): typeof ShardMigration {
+  return class extends ShardMigration {
+    static override ddl = ddl
   }
 }
