@@ -1,0 +1,50 @@
+import type { RawDatabase } from '@shardflake/conformance'
+import { instagram } from '@shardflake/core'
+import { BIG_NUMBER_OPTIONS, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import { installPostgres, PostgresSource, type PrefetchOptions } from '@shardflake/postgres'
+import mysql from 'mysql2/promise'
+import pg from 'pg'
+
+/** Logical shards of the database-source tests (each is a schema or database to install). */
+export const logicalShards = 8
+const shards = Array.from({ length: logicalShards }, (_, i) => i)
+const pools: { end(): Promise<void> }[] = []
+
+/**
+ * A `PostgresSource` on the test database, with `next_id()` installed for every logical shard.
+ * It has its own small pool: never Prisma's connections.
+ */
+export async function postgresSource(raw: RawDatabase, prefetch?: PrefetchOptions) {
+  const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+  pools.push(pool)
+  await installPostgres(pool, { layout: instagram, shards })
+  return new PostgresSource({
+    layout: instagram,
+    databases: pool,
+    logicalShards,
+    ...(prefetch && { prefetch }),
+  })
+}
+
+/**
+ * A `MysqlSource` with its routines in databases `<test database>_shard_<n>` (dropped again by
+ * {@link endSourcePools}), its own small pool.
+ */
+export async function mysqlSource(raw: RawDatabase) {
+  const pool = mysql.createPool({ uri: raw.url, connectionLimit: 2, ...BIG_NUMBER_OPTIONS })
+  const schemaPrefix = `${new URL(raw.url).pathname.slice(1)}_shard_`
+  pools.push({
+    async end() {
+      for (const shard of shards)
+        await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
+      await pool.end()
+    },
+  })
+  await installMysqlShards(pool, { layout: instagram, shards, schemaPrefix })
+  return new MysqlSource({ layout: instagram, pool, shards, schemaPrefix, logicalShards })
+}
+
+/** Ends the pools of the sources made here. */
+export async function endSourcePools(): Promise<void> {
+  await Promise.all(pools.splice(0).map((pool) => pool.end()))
+}
