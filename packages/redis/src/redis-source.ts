@@ -113,6 +113,8 @@ interface Server {
   readonly client: Redis
   readonly owned: boolean
   readonly stamp: string
+  /** ARGV[2..8] of the script: step, offset, stamp, epoch, unit, 2^sequenceBits, drift. */
+  readonly fixedArgs: readonly (string | number)[]
   readonly worker: bigint
   downUntil: number
 }
@@ -175,6 +177,8 @@ export class RedisSource implements IdSource {
   readonly serverNames: readonly string[]
   private readonly servers: readonly Server[]
   private readonly prefix: string
+  private readonly metaKey: string
+  private readonly shardKeys: string[] = []
   private readonly step: number
   private readonly span: number
   private readonly maxDriftUnits: number
@@ -250,6 +254,7 @@ export class RedisSource implements IdSource {
       throw new ConfigurationError(`strategy must be 'failover' or 'round-robin'.`)
     }
     this.prefix = options.keyPrefix ?? 'shardflake:'
+    this.metaKey = `${this.prefix}meta`
     this.step = workerMode ? 1 : inputs.length
     this.span = layout.maxSequence + 1
     this.maxDriftUnits = Math.floor(maxDriftMs / layout.timeUnitMs)
@@ -286,6 +291,15 @@ export class RedisSource implements IdSource {
         client,
         owned,
         stamp,
+        fixedArgs: [
+          this.step,
+          workerMode ? 0 : index,
+          stamp,
+          layout.epoch,
+          layout.timeUnitMs,
+          this.span,
+          this.maxDriftUnits,
+        ],
         worker: workerMode ? BigInt(index) << layout.shifts.worker : 0n,
         downUntil: 0,
       }
@@ -475,28 +489,28 @@ export class RedisSource implements IdSource {
   }
 
   private async run(server: Server, shard: number, count: number): Promise<Grant> {
-    const index = this.servers.indexOf(server)
-    const offset = this.layout.workerBits > 0 ? 0 : index
+    let key = this.shardKeys[shard]
+    if (key === undefined) {
+      key = `${this.prefix}shard:${shard}`
+      this.shardKeys[shard] = key
+    }
     const args = [
+      ID_SCRIPT_SHA,
+      2,
+      key,
+      this.metaKey,
       count,
-      this.step,
-      offset,
-      server.stamp,
-      this.layout.epoch,
-      this.layout.timeUnitMs,
-      this.span,
-      this.maxDriftUnits,
+      ...server.fixedArgs,
       this.floors.get(shard) ?? -1,
       this.clock ? String(Math.floor(this.clock())) : '',
-    ]
-    const keys = [`${this.prefix}shard:${shard}`, `${this.prefix}meta`]
+    ] as const
     let reply: unknown
     try {
-      reply = await server.client.evalsha(ID_SCRIPT_SHA, 2, ...keys, ...args)
+      reply = await server.client.evalsha(...args)
     } catch (error) {
       if (!String((error as Error)?.message).startsWith('NOSCRIPT')) throw error
       await server.client.script('LOAD', ID_SCRIPT)
-      reply = await server.client.evalsha(ID_SCRIPT_SHA, 2, ...keys, ...args)
+      reply = await server.client.evalsha(...args)
     }
     const [first, granted, now] = reply as [number, number, number]
     return { first, granted, now }
