@@ -21,7 +21,7 @@ export interface RedisSourceOptions {
   /**
    * One Redis server, or several independent ones (not replicas of each other). **Their order is
    * part of the configuration**: the server at index `k` hands out only sequence counters
-   * `≡ k (mod servers.length)` (seed 003's offsets and step), or, when the layout has worker bits,
+   * `≡ k (mod servers.length)` (the classic per-server offsets and step), or, when the layout has worker bits,
    * writes `k` into the worker field. Every application process must list the same servers in
    * the same order under the same `keyPrefix`; a server refuses a different configuration with
    * `ConfigurationError`.
@@ -128,8 +128,9 @@ interface Grant {
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 /**
- * IDs from one or more Redis servers, made by a Lua script (seed 003's Redis + Lua generator,
- * without its clock hazard). Needs Redis 6.2 or later (7 recommended), no modules, no persistence.
+ * IDs from one or more Redis servers, made by a Lua script: the well-known Redis + Lua generator
+ * (server time, shard, per-shard counter with per-server offsets and a step) without its clock
+ * hazard. Needs Redis 6.2 or later (7 recommended), no modules, no persistence.
  *
  * **Never the same ID twice.** Per shard the script keeps the last issued (time, sequence) as one
  * counter in "ID space" and issues `max(clock, last + 1)` atomically, so:
@@ -142,9 +143,14 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  *   all servers together still 1024). With a layout that has worker bits, the server index goes
  *   into the worker field instead and each server gets the full capacity;
  * - a Redis restart (nothing on disk) loses the state: the shard then starts `maxDriftMs + 1` ms
- *   after the server's clock, past every ID issued before, so it is safe as long as the server's
- *   clock did not step back across the restart. The source also sends the highest counter it has
- *   seen per shard, so its own IDs stay ahead even then.
+ *   ahead of the server's clock, past every ID issued before, so it is safe as long as the
+ *   server's clock did not step back across the restart. The source also sends the highest
+ *   counter it has seen per shard, so its own IDs stay ahead even then, and `floorOf` lets you
+ *   pass the highest stored ID.
+ *
+ * **Order**: one source's IDs of a shard ascend across calls and servers (the floor it sends).
+ * Moving to a server whose clock is behind the last one costs a wait of the difference beyond
+ * `maxDriftMs`; keep the servers' clocks within a few ms (NTP).
  *
  * **Failover**: a call that fails on one server (down, timeout, loading) moves on to the next
  * healthy one; {@link nextIdsWithServer} and {@link serverOf} tell which server issued an ID.

@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto'
 /**
  * The Lua script behind {@link RedisSource}. It counts in "ID space": per shard it keeps the last
  * issued counter `c = time * 2^sequenceBits + sequence` and hands out the next `n` values of its
- * residue class (`c ≡ offset (mod step)`, seed 003's INCRBY offsets/step), never below the clock,
+ * residue class (`c ≡ offset (mod step)`, the INCRBY offsets and step of the classic
+ * multi-server Redis generator), never below the clock,
  * never more than `maxDrift` time units ahead of it.
  *
  * KEYS[1] per-shard state (a string holding the last counter), KEYS[2] the server's config stamp.
