@@ -5,6 +5,7 @@ import {
   ShardflakeError,
 } from '@shardflake/core'
 import { Command, CommanderError } from 'commander'
+import { registerMysqlCommands } from './commands/mysql'
 import { registerPostgresCommands } from './commands/postgres'
 import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
 
@@ -91,6 +92,7 @@ export function createProgram(io: CliIo = processIo): Command {
   const install = program.command('install').description('install the ID functions into a database')
   // database commands
   registerPostgresCommands({ sql, install }, io)
+  registerMysqlCommands({ sql, install }, io)
   void sql
   void install
 
