@@ -76,6 +76,35 @@ describe('RedisSource when the server clock steps back', () => {
     expect(after[0]! > before.at(-1)!).toBe(true)
   })
 
+  it('where the published script (INCRBY % 1024 + the time) repeats IDs after a step back, it does not', async () => {
+    // The published generator, with the time it reads injected: a per-shard INCRBY, mod 1024.
+    const naive = `local seq = redis.call('INCRBY', KEYS[1], 1) % 1024
+return {tonumber(ARGV[1]), seq}`
+    const reader = new Redis(sharedRedisUrl)
+    const clock = fakeClock(Date.now() + 240_000)
+    const naiveIds: bigint[] = []
+    const draw = async (count: number) => {
+      for (let i = 0; i < count; i++) {
+        const [ms, seq] = (await reader.eval(naive, 1, `${prefix}naive`, clock.now)) as number[]
+        naiveIds.push(instagram.compose({ timestamp: ms!, shard: 5, sequence: seq! }))
+      }
+    }
+    const source = open(clock)
+    const ours: bigint[] = []
+    await source.nextId(5) // a fresh shard waits 1 ms first: get that out of the way
+    const at = clock.now
+    await draw(600)
+    ours.push(...(await source.nextIds(5, 600)))
+    clock.now = at + 2
+    ours.push(...(await source.nextIds(5, 600)))
+    clock.now = at // the clock steps back 2 ms, to the instant of the first draw
+    await draw(600)
+    ours.push(...(await source.nextIds(5, 600)))
+    reader.disconnect()
+    expect(new Set(naiveIds).size).toBeLessThan(naiveIds.length)
+    expect(new Set(ours).size).toBe(ours.length)
+  })
+
   it('never repeats under concurrent callers while the clock jumps back and forth', async () => {
     const clock = fakeClock(Date.now() + 180_000)
     const clients = [open(clock), open(clock), open(clock)]
