@@ -142,6 +142,17 @@ export function checkCount(count: number): void {
   }
 }
 
+/** Options of {@link allocateIds}. */
+export interface AllocateOptions {
+  /**
+   * Ask `nextId(shard)` for a shard that needs exactly one ID, instead of `nextIds(shard, 1)`, so
+   * a source with a prefetch buffer (`PostgresSource({ prefetch })`) serves single inserts
+   * without a round trip.
+   * @default false
+   */
+  readonly singleNextId?: boolean
+}
+
 /**
  * One ID for each entry of `shards` (the shard of each new row), asking the source once per
  * distinct shard. IDs come back in the order of `shards`. Synchronous for a synchronous source.
@@ -156,16 +167,19 @@ export function allocateIds(
   source: SyncIdSource,
   shards: readonly number[],
   context?: IdRequestContext,
+  options?: AllocateOptions,
 ): bigint[]
 export function allocateIds(
   source: IdSource,
   shards: readonly number[],
   context?: IdRequestContext,
+  options?: AllocateOptions,
 ): bigint[] | Promise<bigint[]>
 export function allocateIds(
   source: IdSource,
   shards: readonly number[],
   context?: IdRequestContext,
+  options?: AllocateOptions,
 ): bigint[] | Promise<bigint[]> {
   const positions = new Map<number, number[]>()
   shards.forEach((shard, index) => {
@@ -179,14 +193,26 @@ export function allocateIds(
       ids[index] = batch[i]!
     })
   }
+  const single = options?.singleNextId === true
   if (isSyncSource(source)) {
-    for (const [shard, indexes] of positions)
-      place(indexes, source.nextIds(shard, indexes.length, context))
+    for (const [shard, indexes] of positions) {
+      place(
+        indexes,
+        single && indexes.length === 1
+          ? [source.nextId(shard, context)]
+          : source.nextIds(shard, indexes.length, context),
+      )
+    }
     return ids
   }
   return Promise.all(
     [...positions].map(async ([shard, indexes]) =>
-      place(indexes, await source.nextIds(shard, indexes.length, context)),
+      place(
+        indexes,
+        single && indexes.length === 1
+          ? [await source.nextId(shard, context)]
+          : await source.nextIds(shard, indexes.length, context),
+      ),
     ),
   ).then(() => ids)
 }

@@ -1,5 +1,6 @@
 export * from './errors'
 export {
+  type AllocateOptions,
   allocateIds,
   checkCount,
   type IdRequestContext,
