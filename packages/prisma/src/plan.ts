@@ -112,6 +112,8 @@ export class IdPlan {
       const ids = await allocateIds(
         source,
         ready.map((row) => row.shard!),
+        undefined,
+        { singleNextId: true },
       )
       ready.forEach((row, i) => {
         row.id = ids[i]!
