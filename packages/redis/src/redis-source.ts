@@ -386,12 +386,13 @@ export class RedisSource implements IdSource {
       // shard's capacity, a fresh state after a restart, or the clock stepped back).
       const needed = Math.floor(grant.first / this.span) - this.maxDriftUnits
       const waitMs = Math.max(1, (needed - grant.now) * this.layout.timeUnitMs)
-      // A one-tick wait while the clock moves on is the shard's capacity being shared out (other
-      // callers took this tick's IDs): it does not add up against maxWaitMs. Longer waits, or a
-      // clock that stands still, do.
-      if (waitMs <= this.layout.timeUnitMs && grant.now !== lastNow) waited = 0
+      // A one-tick wait while the clock moves on is the shard's capacity being shared out (or a
+      // fresh state's start): it does not count against maxWaitMs. Longer waits, or a clock that
+      // stands still, do.
+      const throttled = waitMs <= this.layout.timeUnitMs && grant.now !== lastNow
       lastNow = grant.now
-      if (waited + waitMs > this.maxWaitMs) {
+      if (throttled) waited = 0
+      else if (waited + waitMs > this.maxWaitMs) {
         const behindMs = (Math.floor(grant.first / this.span) - grant.now) * this.layout.timeUnitMs
         throw new ClockMovedBackwardsError(behindMs, this.maxWaitMs)
       }

@@ -105,6 +105,19 @@ return {tonumber(ARGV[1]), seq}`
     expect(new Set(ours).size).toBe(ours.length)
   })
 
+  it('with maxWaitMs 0, still starts a fresh shard, and refuses a step back beyond the drift at once', async () => {
+    const clock = fakeClock(Date.now() + 300_000)
+    const source = open(clock, { maxWaitMs: 0 })
+    const before = await source.nextIds(6, 2_000)
+    clock.now -= 30
+    clock.slept = 0
+    await expect(source.nextId(6)).rejects.toBeInstanceOf(ClockMovedBackwardsError)
+    expect(clock.slept).toBe(0)
+    clock.now += 30
+    const after = await source.nextIds(6, 10)
+    expect(after[0]! > before.at(-1)!).toBe(true)
+  })
+
   it('never repeats under concurrent callers while the clock jumps back and forth', async () => {
     const clock = fakeClock(Date.now() + 180_000)
     const clients = [open(clock), open(clock), open(clock)]
