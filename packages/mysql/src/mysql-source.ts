@@ -9,9 +9,10 @@ import {
   ShardMap as ShardMapClass,
   ShardOutOfRangeError,
   type ShardSelection,
+  SourceUnavailableError,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
-import { routineSignal, translateRoutineError } from './errors'
+import { asDriverError, isConnectionError, routineSignal, translateRoutineError } from './errors'
 import { checkSchemaPrefix } from './identifiers'
 import { checkBigNumberConfig } from './pool'
 import { checkGeneratingLayout, MAX_BATCH } from './sql'
@@ -44,6 +45,33 @@ export interface MysqlSourceOptions {
   maxWaitMs?: number
   /** End the pools in `close()`. @default false */
   endPools?: boolean
+  /**
+   * Reserve `size` IDs per round trip and hand them out from memory (per shard): single-row
+   * inserts then cost no round trip for the ID. Unused IDs are dropped after `maxAgeMs` or on
+   * `close()` (gaps, never repeats); their embedded time is at most `maxAgeMs` old.
+   * @default undefined (no buffer: every call is one round trip)
+   */
+  prefetch?: PrefetchOptions
+}
+
+/** Prefetch buffer settings (the same as `@shardflake/postgres`). */
+export interface PrefetchOptions {
+  /** IDs reserved per round trip when the buffer of a shard is empty. */
+  size: number
+  /**
+   * The oldest a buffered ID may be when handed out, in ms; older ones are dropped.
+   * @default 1000
+   */
+  maxAgeMs?: number
+}
+
+interface Buffer {
+  /** Next unused counter value. */
+  next: bigint
+  /** One past the last reserved value. */
+  end: bigint
+  fetchedAt: number
+  pending: Promise<void> | undefined
 }
 
 /**
@@ -85,6 +113,9 @@ export class MysqlSource implements IdSource {
   private readonly timeShift: bigint
   private readonly sequenceBits: bigint
   private readonly mask: bigint
+  private readonly prefetch: Required<PrefetchOptions> | undefined
+  private readonly buffers = new Map<number, Buffer>()
+  private closed = false
 
   /**
    * @throws ConfigurationError when neither `shardMap` nor `pool` is given, or a pool would
@@ -109,22 +140,78 @@ export class MysqlSource implements IdSource {
     this.timeShift = layout.shifts.time
     this.sequenceBits = BigInt(layout.sequenceBits)
     this.mask = (1n << this.sequenceBits) - 1n
+    if (options.prefetch) {
+      const { size, maxAgeMs = 1000 } = options.prefetch
+      if (!Number.isSafeInteger(size) || size < 1 || size > MAX_BATCH || !(maxAgeMs >= 0)) {
+        throw new ConfigurationError(
+          `prefetch.size must be an integer from 1 to ${MAX_BATCH} and maxAgeMs >= 0, got ${size} and ${maxAgeMs}.`,
+        )
+      }
+      this.prefetch = { size, maxAgeMs }
+    }
   }
 
-  /** One new ID of a logical shard. */
+  /** One new ID of a logical shard (from the prefetch buffer when there is one). */
   async nextId(shard: number): Promise<bigint> {
     const [id] = await this.nextIds(shard, 1)
     return id!
   }
 
-  /** `count` new ascending IDs of a logical shard, in one round trip (at most 1,000,000). */
+  /**
+   * `count` new ascending IDs of a logical shard, in one round trip (at most 1,000,000), or none
+   * when the prefetch buffer holds enough.
+   */
   async nextIds(shard: number, count: number): Promise<bigint[]> {
     checkCount(count)
     if (count > MAX_BATCH) {
       throw new InvalidArgumentError(`count must be at most ${MAX_BATCH}, got ${count}.`)
     }
     const pool = this.poolFor(shard)
-    const first = await this.reserve(pool, shard, count)
+    if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
+    if (this.prefetch && count <= this.prefetch.size) {
+      return this.fromBuffer(pool, shard, count)
+    }
+    // A batch larger than the buffer: buffered values are older, drop them to stay ascending.
+    const buffer = this.buffers.get(shard)
+    if (buffer) buffer.next = buffer.end
+    return this.compose(shard, await this.reserve(pool, shard, count), count)
+  }
+
+  private async fromBuffer(pool: Pool, shard: number, count: number): Promise<bigint[]> {
+    const { size, maxAgeMs } = this.prefetch!
+    for (;;) {
+      let buffer = this.buffers.get(shard)
+      if (!buffer) {
+        buffer = { next: 0n, end: 0n, fetchedAt: 0, pending: undefined }
+        this.buffers.set(shard, buffer)
+      }
+      const fresh = Date.now() - buffer.fetchedAt <= maxAgeMs
+      if (fresh && buffer.end - buffer.next >= BigInt(count)) {
+        const first = buffer.next
+        buffer.next += BigInt(count)
+        return this.compose(shard, first, count)
+      }
+      if (!buffer.pending) {
+        const target = buffer
+        target.next = target.end
+        target.pending = this.reserve(pool, shard, size).then(
+          (first) => {
+            target.next = first
+            target.end = first + BigInt(size)
+            target.fetchedAt = Date.now()
+            target.pending = undefined
+          },
+          (error: unknown) => {
+            target.pending = undefined
+            throw error
+          },
+        )
+      }
+      await buffer.pending
+    }
+  }
+
+  private compose(shard: number, first: bigint, count: number): bigint[] {
     const shardPart = BigInt(shard) << this.layout.shifts.shard
     const ids = new Array<bigint>(count)
     for (let i = 0; i < count; i++) {
@@ -136,9 +223,31 @@ export class MysqlSource implements IdSource {
     return ids
   }
 
-  /** Ends the pools when `endPools` was set. */
+  /** Drops the prefetch buffers; ends the pools when `endPools` was set. */
   async close(): Promise<void> {
+    this.closed = true
+    this.buffers.clear()
     if (this.endPools) await Promise.all(this.shardMap.targets().map((pool) => pool.end()))
+  }
+
+  private translate(error: unknown, shard: number): unknown {
+    const code = asDriverError(error)?.code
+    if (
+      code === 'ER_BAD_DB_ERROR' ||
+      code === 'ER_SP_DOES_NOT_EXIST' ||
+      code === 'ER_NO_SUCH_TABLE'
+    ) {
+      return new ConfigurationError(
+        `Logical shard ${shard} is not installed on the server the shard map gives for it (database ${this.schemaPrefix}${shard}): run installMysqlShards there. (${asDriverError(error)?.message ?? code})`,
+      )
+    }
+    if (isConnectionError(error)) {
+      return new SourceUnavailableError(
+        `The server of logical shard ${shard} is unavailable (${code ?? 'connection lost'}).`,
+        { cause: error },
+      )
+    }
+    return translateRoutineError(error, shard, this.maxWaitMs)
   }
 
   private poolFor(shard: number): Pool {
@@ -178,7 +287,7 @@ export class MysqlSource implements IdSource {
           }
           throw new ClockMovedBackwardsError(aheadMs, this.maxWaitMs)
         }
-        throw translateRoutineError(error, shard, this.maxWaitMs)
+        throw this.translate(error, shard)
       }
     }
   }

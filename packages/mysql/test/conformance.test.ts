@@ -34,6 +34,33 @@ describeIdSource('MysqlSource (MariaDB routines)', {
   },
 })
 
+let prefetchPool: Pool
+describeIdSource('MysqlSource with a prefetch buffer', {
+  create: async () => {
+    prefetchPool = createPool(undefined, { connectionLimit: 8 })
+    await dropDatabases(prefetchPool, `${MYSQL_PREFIX}pf_`)
+    await installMysqlShards(prefetchPool, {
+      layout: instagram,
+      shards: [5, 1341],
+      schemaPrefix: `${MYSQL_PREFIX}pf_`,
+    })
+    return new MysqlSource({
+      layout: instagram,
+      pool: prefetchPool,
+      shards: { from: 0, to: 1999 },
+      schemaPrefix: `${MYSQL_PREFIX}pf_`,
+      prefetch: { size: 500 },
+    })
+  },
+  shards: [5, 1341],
+  foreignShard: 2000,
+  maxAgeMs: 1000,
+  teardown: async () => {
+    await dropDatabases(prefetchPool, `${MYSQL_PREFIX}pf_`)
+    await prefetchPool.end()
+  },
+})
+
 let ticketPool: Pool
 describeIdSource('TicketServerSource (two ticket databases, odd/even)', {
   create: async () => {

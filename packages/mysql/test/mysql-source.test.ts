@@ -120,11 +120,61 @@ describe('MysqlSource', () => {
     await expect(source.nextIds(1, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
   })
 
+  it('prefetch: hands out reserved IDs from memory, unique next to other callers, ascending', async () => {
+    const own = await createMysqlPool(MYSQL_URL)
+    const buffered = new MysqlSource({
+      layout,
+      pool: own,
+      schemaPrefix: SHARDS,
+      shards: [0, 1, 2, 3],
+      prefetch: { size: 50, maxAgeMs: 60_000 },
+    })
+    const first = await buffered.nextId(0)
+    await own.end()
+    // The pool is gone: the next 49 IDs can only come from the buffer.
+    const rest: bigint[] = []
+    for (let i = 0; i < 49; i++) rest.push(await buffered.nextId(0))
+    expect([first, ...rest].every((id, i, all) => i === 0 || id > all[i - 1]!)).toBe(true)
+    await expect(buffered.nextId(0)).rejects.toThrow()
+
+    const live = await createMysqlPool(MYSQL_URL)
+    try {
+      const shared = new MysqlSource({
+        layout,
+        pool: live,
+        schemaPrefix: SHARDS,
+        shards: [0, 1, 2, 3],
+        prefetch: { size: 64 },
+      })
+      const callers = Array.from({ length: 16 }, async (_, c) => {
+        const ids: bigint[] = []
+        for (let i = 0; i < 100; i++) {
+          if (c % 4 === 0 && i % 10 === 0) ids.push(...(await source.nextIds(0, 30)))
+          else if (i % 25 === 0) ids.push(...(await shared.nextIds(0, 200)))
+          else ids.push(await shared.nextId(0))
+        }
+        return ids
+      })
+      const all = (await Promise.all(callers)).flat()
+      expect(new Set(all).size).toBe(all.length)
+      const sequential: bigint[] = []
+      for (let i = 0; i < 100; i++) {
+        if (i % 30 === 0) sequential.push(...(await shared.nextIds(0, 100)))
+        else sequential.push(await shared.nextId(0))
+      }
+      for (let i = 1; i < sequential.length; i++)
+        expect(sequential[i]! > sequential[i - 1]!).toBe(true)
+      await shared.close()
+    } finally {
+      await live.end()
+    }
+  })
+
   it('reports a shard that is in the map but not installed', async () => {
     const plain = createPool()
     try {
       const uninstalled = new MysqlSource({ layout, pool: plain, schemaPrefix: `${PREFIX}none_` })
-      await expect(uninstalled.nextId(1)).rejects.toThrow(/does not exist/)
+      await expect(uninstalled.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
     } finally {
       await plain.end()
     }
