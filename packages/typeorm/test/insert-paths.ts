@@ -143,6 +143,19 @@ export function describeInsertPaths(tag: string): void {
         expect(instagram.shardOf(post.id!)).toBe(integerShard(authorIds[2]!, logicalShards))
       })
 
+      it('follows plain objects through a cascade (the README quick start)', async () => {
+        const saved = await dataSource.getRepository(Post).save({
+          authorId: authorIds[1]!,
+          title: 'plain cascade',
+          comments: [{ body: 'plain child' } as Comment],
+        })
+        const [row] = await raw.query(`SELECT id, post_id FROM comments WHERE body = ${p(1)}`, [
+          'plain child',
+        ])
+        expect(String(row?.post_id)).toBe(saved.id)
+        expect(instagram.shardOf(String(row?.id))).toBe(instagram.shardOf(saved.id!))
+      })
+
       it('fails loudly on the NOT NULL key when listeners are off or SQL is raw', async () => {
         const before = await raw.query('SELECT COUNT(*) AS n FROM posts')
         await expect(

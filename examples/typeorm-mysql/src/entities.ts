@@ -1,0 +1,34 @@
+/**
+ * Two posts tables of the same shape: BIGINT primary key, the author, a title and an index on
+ * the author. One gets its key from shardflake before the INSERT, the other from the
+ * database (AUTO_INCREMENT on MySQL/MariaDB, an identity sequence on PostgreSQL).
+ */
+import { ShardedId } from '@shardflake/typeorm'
+import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm'
+
+@Entity('posts_sharded')
+@Index(['userId'])
+export class ShardedPost {
+  /** On the shard of its author (`user_id % logicalShards`), assigned before the INSERT. */
+  @ShardedId<ShardedPost>({ shardBy: 'userId' })
+  id?: string
+
+  @Column({ type: 'bigint', name: 'user_id' })
+  userId!: string
+
+  @Column({ type: 'varchar', length: 200 })
+  title!: string
+}
+
+@Entity('posts_auto')
+@Index(['userId'])
+export class AutoPost {
+  @PrimaryGeneratedColumn({ type: 'bigint' })
+  id?: string
+
+  @Column({ type: 'bigint', name: 'user_id' })
+  userId!: string
+
+  @Column({ type: 'varchar', length: 200 })
+  title!: string
+}
