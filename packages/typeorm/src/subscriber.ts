@@ -64,6 +64,7 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   private readonly logicalShards: number
   private readonly batches = new Map<object, Pending[]>()
   private readonly scanned = new WeakSet<object>()
+  private readonly known = new WeakMap<EntityMetadata, ShardedIdEntry | null>()
 
   constructor(options: ShardedIdsOptions) {
     this.source = options.source
@@ -205,11 +206,16 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     metadata: EntityMetadata,
     dataSource: DataSource | undefined,
   ): ShardedIdEntry | undefined {
-    const found = findShardedId(metadata.target)
-    if (found || !dataSource || this.scanned.has(dataSource)) return found
-    this.scanned.add(dataSource)
-    registerSchemas(dataSource.options.entities)
-    return findShardedId(metadata.target)
+    const cached = this.known.get(metadata)
+    if (cached !== undefined) return cached ?? undefined
+    let found = findShardedId(metadata.target)
+    if (!found && dataSource && !this.scanned.has(dataSource)) {
+      this.scanned.add(dataSource)
+      registerSchemas(dataSource.options.entities)
+      found = findShardedId(metadata.target)
+    }
+    this.known.set(metadata, found ?? null)
+    return found
   }
 }
 
