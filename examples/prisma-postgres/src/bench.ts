@@ -1,0 +1,293 @@
+/**
+ * Prisma on PostgreSQL: users, posts and comments (comments on their post's shard) with sharded
+ * IDs against `BigInt @id @default(autoincrement())`, in the same run, rounds alternating.
+ *
+ *   node src/bench.ts [--json] [--rounds 12] [--single 60] [--users 100]
+ *
+ * Every round runs, for each mode in turn (the order rotates), `--single` posts each followed by
+ * a comment, one create at a time, then one `createMany` of 1000 posts and one of 1000 comments.
+ * Ratios are the median over rounds of mode / autoincrement in the same round: on a shared,
+ * noisy machine only paired, alternating measurements mean anything.
+ *
+ * Modes, each in its own database (`sf_prisma_example_<mode>`) so no shard has two sources:
+ * - `autoincrement`: the baseline, IDs from BIGSERIAL.
+ * - `in-process`: `InProcessSource`, no round trip.
+ * - `next_id() + prefetch`: `PostgresSource` with a prefetch buffer per shard.
+ * - `next_id()`: `PostgresSource`, one round trip per create (for reference).
+ */
+import { PrismaPg } from '@prisma/adapter-pg'
+import { type IdSource, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import { shardedIds } from '@shardflake/prisma'
+import pg from 'pg'
+import { PrismaClient } from './generated/prisma/client.ts'
+import { models } from './generated/shardflake/index.ts'
+
+const argv = process.argv.slice(2)
+const flag = (name: string, fallback: number) => {
+  const i = argv.indexOf(`--${name}`)
+  return i >= 0 ? Number(argv[i + 1]) : fallback
+}
+const json = argv.includes('--json')
+const rounds = flag('rounds', 12)
+const singles = flag('single', 60)
+const users = flag('users', 100)
+const batchSize = 1000
+const logicalShards = 64
+const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+interface Workload {
+  createUser(email: string): Promise<bigint>
+  createPost(userId: bigint, title: string): Promise<bigint>
+  createComment(postId: bigint, body: string): Promise<bigint>
+  createPosts(rows: { userId: bigint; title: string }[]): Promise<unknown>
+  createComments(rows: { postId: bigint; body: string }[]): Promise<unknown>
+  close(): Promise<void>
+}
+
+interface Mode {
+  name: string
+  database: string
+  workload: Workload
+  url: string
+  users: bigint[]
+  posts: bigint[]
+  single: { throughput: number[]; latency: number[] }
+  batched: { throughput: number[]; latency: number[] }
+}
+
+const tables = (id: string) => [
+  `CREATE TABLE users (id ${id}, email TEXT NOT NULL UNIQUE)`,
+  `CREATE TABLE posts (id ${id}, user_id BIGINT NOT NULL REFERENCES users (id), title TEXT NOT NULL)`,
+  `CREATE TABLE comments (id ${id}, post_id BIGINT NOT NULL REFERENCES posts (id), body TEXT NOT NULL)`,
+]
+
+async function freshDatabase(name: string): Promise<string> {
+  const admin = new pg.Client({ connectionString: baseUrl })
+  await admin.connect()
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(baseUrl)
+  url.pathname = `/${name}`
+  const db = new pg.Client({ connectionString: url.toString() })
+  await db.connect()
+  for (const sql of tables('BIGINT PRIMARY KEY')) await db.query(sql)
+  for (const sql of tables('BIGSERIAL PRIMARY KEY')) {
+    await db.query(sql.replace(/\b(users|posts|comments)\b/g, 'auto_$1'))
+  }
+  await db.end()
+  return url.toString()
+}
+
+function adapter(url: string) {
+  return new PrismaPg({ connectionString: url, max: 4 })
+}
+
+function autoWorkload(url: string): Workload {
+  const prisma = new PrismaClient({ adapter: adapter(url) })
+  return {
+    createUser: async (email) => (await prisma.autoUser.create({ data: { email } })).id,
+    createPost: async (userId, title) =>
+      (await prisma.autoPost.create({ data: { userId, title } })).id,
+    createComment: async (postId, body) =>
+      (await prisma.autoComment.create({ data: { postId, body } })).id,
+    createPosts: (data) => prisma.autoPost.createMany({ data }),
+    createComments: (data) => prisma.autoComment.createMany({ data }),
+    close: () => prisma.$disconnect(),
+  }
+}
+
+function shardedWorkload(url: string, source: IdSource, close: () => Promise<void>): Workload {
+  const prisma = new PrismaClient({ adapter: adapter(url) }).$extends(
+    shardedIds({ source, models }),
+  )
+  return {
+    createUser: async (email) => (await prisma.user.create({ data: { email } })).id,
+    createPost: async (userId, title) => (await prisma.post.create({ data: { userId, title } })).id,
+    createComment: async (postId, body) =>
+      (await prisma.comment.create({ data: { postId, body } })).id,
+    createPosts: (data) => prisma.post.createMany({ data }),
+    createComments: (data) => prisma.comment.createMany({ data }),
+    close: async () => {
+      await prisma.$disconnect()
+      await close()
+    },
+  }
+}
+
+async function databaseSource(url: string, prefetch: boolean) {
+  const pool = new pg.Pool({ connectionString: url, max: 4 })
+  await installPostgres(pool, { layout: instagram, shards: { from: 0, to: logicalShards - 1 } })
+  const source = new PostgresSource({
+    layout: instagram,
+    databases: pool,
+    logicalShards,
+    ...(prefetch && { prefetch: { size: 64 } }),
+  })
+  return { source, close: () => pool.end() }
+}
+
+async function setup(): Promise<Mode[]> {
+  const specs = [
+    ['autoincrement', 'sf_prisma_example_auto'],
+    ['in-process', 'sf_prisma_example_inproc'],
+    ['next_id() + prefetch', 'sf_prisma_example_prefetch'],
+    ['next_id()', 'sf_prisma_example_nextid'],
+  ] as const
+  const modes: Mode[] = []
+  for (const [name, database] of specs) {
+    const url = await freshDatabase(database)
+    let workload: Workload
+    if (name === 'autoincrement') workload = autoWorkload(url)
+    else if (name === 'in-process') {
+      const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+      workload = shardedWorkload(url, source, async () => {})
+    } else {
+      const { source, close } = await databaseSource(url, name === 'next_id() + prefetch')
+      workload = shardedWorkload(url, source, close)
+    }
+    const ids: bigint[] = []
+    for (let i = 0; i < users; i++) ids.push(await workload.createUser(`user${i}@example.com`))
+    modes.push({
+      name,
+      database,
+      workload,
+      url,
+      users: ids,
+      posts: [],
+      single: { throughput: [], latency: [] },
+      batched: { throughput: [], latency: [] },
+    })
+  }
+  return modes
+}
+
+async function single(mode: Mode, round: number) {
+  const { workload } = mode
+  const started = performance.now()
+  for (let i = 0; i < singles; i++) {
+    let t = performance.now()
+    const post = await workload.createPost(mode.users[i % mode.users.length]!, `r${round} p${i}`)
+    mode.single.latency.push(performance.now() - t)
+    mode.posts.push(post)
+    t = performance.now()
+    await workload.createComment(post, `r${round} c${i}`)
+    mode.single.latency.push(performance.now() - t)
+  }
+  mode.single.throughput.push((2 * singles) / ((performance.now() - started) / 1000))
+}
+
+async function batched(mode: Mode, round: number) {
+  const { workload } = mode
+  const posts = Array.from({ length: batchSize }, (_, i) => ({
+    userId: mode.users[i % mode.users.length]!,
+    title: `r${round} p${i}`,
+  }))
+  const comments = Array.from({ length: batchSize }, (_, i) => ({
+    postId: mode.posts[(round * batchSize + i * 7) % mode.posts.length]!,
+    body: `r${round} c${i}`,
+  }))
+  let elapsed = 0
+  for (const run of [() => workload.createPosts(posts), () => workload.createComments(comments)]) {
+    const t = performance.now()
+    await run()
+    const ms = performance.now() - t
+    mode.batched.latency.push(ms)
+    elapsed += ms
+  }
+  mode.batched.throughput.push((2 * batchSize) / (elapsed / 1000))
+}
+
+/** The median over rounds of `mode / baseline`, paired round by round. */
+function pairedRatio(mode: number[], baseline: number[]): number {
+  return round2(median(mode.map((value, i) => value / baseline[i]!)))
+}
+
+const median = (values: number[]) => quantile(values, 0.5)
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN
+}
+
+async function indexSizes(mode: Mode) {
+  const prefix = mode.name === 'autoincrement' ? 'auto_' : ''
+  const db = new pg.Client({ connectionString: mode.url })
+  await db.connect()
+  const sizes: Record<string, { rows: number; indexBytes: number; bytesPerRow: number }> = {}
+  for (const table of ['posts', 'comments']) {
+    const { rows } = await db.query(
+      `SELECT (SELECT COUNT(*) FROM ${prefix}${table})::int AS rows, pg_relation_size('${prefix}${table}_pkey')::int AS bytes`,
+    )
+    const { rows: n, bytes } = rows[0] as { rows: number; bytes: number }
+    sizes[table] = { rows: n, indexBytes: bytes, bytesPerRow: Math.round((bytes / n) * 10) / 10 }
+  }
+  await db.end()
+  return sizes
+}
+
+async function main() {
+  const modes = await setup()
+  for (let round = 0; round < rounds; round++) {
+    // Alternate the order so no mode always runs first (or last) in a round.
+    const order = modes.map((_, i) => modes[(i + round) % modes.length]!)
+    for (const mode of order) await single(mode, round)
+    for (const mode of [...order].reverse()) await batched(mode, round)
+  }
+  const baseline = modes[0]!
+  const report = []
+  for (const mode of modes) {
+    report.push({
+      mode: mode.name,
+      single: {
+        opsPerSecond: Math.round(median(mode.single.throughput)),
+        ratio: pairedRatio(mode.single.throughput, baseline.single.throughput),
+        p50Ms: round2(quantile(mode.single.latency, 0.5)),
+        p99Ms: round2(quantile(mode.single.latency, 0.99)),
+      },
+      createMany: {
+        rowsPerSecond: Math.round(median(mode.batched.throughput)),
+        ratio: pairedRatio(mode.batched.throughput, baseline.batched.throughput),
+        p50Ms: round2(quantile(mode.batched.latency, 0.5)),
+        p99Ms: round2(quantile(mode.batched.latency, 0.99)),
+      },
+      index: await indexSizes(mode),
+    })
+  }
+  await Promise.all(modes.map((mode) => mode.workload.close()))
+  const settings = { rounds, singles, batchSize, users, logicalShards }
+  if (json) {
+    console.log(stringifyIds({ settings, results: report }, 2))
+    return
+  }
+  console.log(
+    `Prisma 7 + adapter-pg, ${rounds} rounds, medians; per round and mode: ${singles} posts + ${singles} comments one create at a time, createMany(${batchSize}) posts and createMany(${batchSize}) comments; ${users} users on ${logicalShards} logical shards.\n`,
+  )
+  console.table(
+    report.map((r) => ({
+      mode: r.mode,
+      'single ops/s': r.single.opsPerSecond,
+      'single ratio': r.single.ratio,
+      'p50 ms': r.single.p50Ms,
+      'p99 ms': r.single.p99Ms,
+      'createMany rows/s': r.createMany.rowsPerSecond,
+      'batch ratio': r.createMany.ratio,
+      'batch p50 ms': r.createMany.p50Ms,
+      'batch p99 ms': r.createMany.p99Ms,
+    })),
+  )
+  console.table(
+    report.map((r) => ({
+      mode: r.mode,
+      'posts pkey bytes/row': r.index.posts?.bytesPerRow,
+      'comments pkey bytes/row': r.index.comments?.bytesPerRow,
+      'posts pkey MiB': round2((r.index.posts?.indexBytes ?? 0) / 2 ** 20),
+    })),
+  )
+}
+
+function round2(value: number): number {
+  return Math.round(value * 100) / 100
+}
+
+await main()
