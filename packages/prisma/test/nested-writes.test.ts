@@ -4,7 +4,13 @@
  * level of dependency, caller IDs kept.
  */
 import { CountingSource, type RawDatabase } from '@shardflake/conformance'
-import { InProcessSource, instagram, integerShard } from '@shardflake/core'
+import {
+  InProcessSource,
+  instagram,
+  integerShard,
+  jsonReplacer,
+  stringifyIds,
+} from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { type PgBlogClient, pgClient } from './support/clients'
 import { blogDatabase } from './support/database'
@@ -224,5 +230,32 @@ describe('nested creates', () => {
     ).rejects.toThrow('roll back')
     expect(await stored('posts', `title = 'tx rolled back'`)).toHaveLength(0)
     expect(await stored('comments', `body = 'gone'`)).toHaveLength(0)
+  })
+
+  it('assigns in batch transactions ($transaction([...]))', async () => {
+    const author = await prisma.author.create({ data: { email: 'batch-tx@example.com' } })
+    const [first, second] = await prisma.$transaction([
+      prisma.post.create({ data: { authorId: author.id, title: 'batch tx 1' } }),
+      prisma.post.create({
+        data: { authorId: author.id, title: 'batch tx 2', comments: { create: { body: 'b' } } },
+      }),
+    ])
+    expect(first.id).not.toBe(second.id)
+    expect(await stored('posts', `title LIKE 'batch tx %'`)).toHaveLength(2)
+    for (const post of [first, second]) expect(shardOf(post.id)).toBe(postShard(author.id))
+  })
+})
+
+describe('JSON', () => {
+  it('writes Prisma results (bigint IDs) as strings with core stringifyIds / jsonReplacer', async () => {
+    const author = await prisma.author.create({
+      data: { email: 'json@example.com', posts: { create: { title: 'json' } } },
+      include: { posts: true },
+    })
+    expect(() => JSON.stringify(author)).toThrow(TypeError)
+    const parsed = JSON.parse(stringifyIds(author))
+    expect(parsed.id).toBe(author.id.toString())
+    expect(parsed.posts[0].authorId).toBe(author.id.toString())
+    expect(JSON.stringify({ id: author.id }, jsonReplacer)).toBe(`{"id":"${author.id}"}`)
   })
 })
