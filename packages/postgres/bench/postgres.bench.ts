@@ -48,8 +48,6 @@ const scripts: Record<string, string> = {
   next_ids_1000: 'SELECT count(*) FROM shard_5.next_ids(1000);',
   insert_serial: 'INSERT INTO t_serial (payload) VALUES (1);',
   insert_default: 'INSERT INTO t_default (payload) VALUES (1);',
-  insert_client:
-    'SELECT x::text AS id FROM shard_5.next_ids(1) x \\gset\nINSERT INTO t_client (id, payload) VALUES (:id, 1);',
   insert1000_serial: `INSERT INTO t_serial (payload) VALUES ${values1000};`,
   insert1000_default: `INSERT INTO t_default (payload) VALUES ${values1000};`,
   insert1000_client:
@@ -73,10 +71,8 @@ const cells: Cell[] = [
   { script: 'next_ids_1000', clients: 1, idsPerTx: 1000, baseline: key('next_id', 1) },
   { script: 'insert_serial', clients: 1, idsPerTx: 1 },
   { script: 'insert_default', clients: 1, idsPerTx: 1, baseline: key('insert_serial', 1) },
-  { script: 'insert_client', clients: 1, idsPerTx: 1, baseline: key('insert_serial', 1) },
   { script: 'insert_serial', clients: 8, idsPerTx: 1 },
   { script: 'insert_default', clients: 8, idsPerTx: 1, baseline: key('insert_serial', 8) },
-  { script: 'insert_client', clients: 8, idsPerTx: 1, baseline: key('insert_serial', 8) },
   { script: 'insert1000_serial', clients: 1, idsPerTx: 1000 },
   {
     script: 'insert1000_default',

@@ -101,7 +101,7 @@ export async function installPostgres(
     return { layout: resolved.layout, shards, schema: resolved.schema }
   } catch (error) {
     session.release(error instanceof Error ? error : undefined)
-    throw translate(error, resolved)
+    throw translate(error)
   }
 }
 
@@ -126,12 +126,11 @@ function mismatch(o: ResolvedSqlOptions, installed: Layout): LayoutMismatchError
   )
 }
 
-function translate(error: unknown, o: ResolvedSqlOptions): unknown {
+function translate(error: unknown): unknown {
   const code = (error as { code?: unknown } | undefined)?.code
   const message = error instanceof Error ? error.message : String(error)
   if (code === 'SF002') return new LayoutMismatchError(message.replace(/^shardflake: /, ''))
   if (code === 'SF003') return new ConfigurationError(message.replace(/^shardflake: /, ''))
-  void o
   return error
 }
 

@@ -1,4 +1,5 @@
 import {
+  ClockMovedBackwardsError,
   ConfigurationError,
   checkCount,
   type IdInput,
@@ -249,6 +250,13 @@ export class PostgresSource implements IdSource {
 
   private translate(error: unknown, shard: number): unknown {
     const code = (error as { code?: unknown } | undefined)?.code
+    if (code === 'SF001') {
+      // The function waited for the clock as long as it may (see maxWaitMs of the SQL options).
+      const text = error instanceof Error ? error.message : ''
+      const ahead = /is (\d+) ms ahead/.exec(text)
+      const wait = /at most (\d+)\)/.exec(text)
+      return new ClockMovedBackwardsError(Number(ahead?.[1] ?? 0), Number(wait?.[1] ?? 0))
+    }
     if (code === '3F000' || code === '42883' || code === '42P01') {
       return new ConfigurationError(
         `Logical shard ${shard} is not installed in the database the shard map gives for it (schema ${shardSchemaName(shard, this.schemaPrefix)}): run installPostgres there.`,

@@ -350,7 +350,8 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ${compose('v')}
 $$;
 
--- Moves the sequence forward to the clock. False when another session is doing it.
+-- Moves the sequence forward to the clock when it is more than the margin behind. True when it
+-- moved; false when it did not need to or another session holds the lock.
 CREATE OR REPLACE FUNCTION ${s}._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -358,6 +359,7 @@ DECLARE
   called boolean;
   last bigint;
   target bigint;
+  moved boolean := false;
 BEGIN
   IF NOT pg_try_advisory_lock(${lock}) THEN
     RETURN false;
@@ -367,18 +369,21 @@ BEGIN
     IF called THEN
       PERFORM setval(${gen}, g, false);
     END IF;
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM ${s}.id_seq;
     target := ${nowV} - 1;
-    IF last < target THEN
+    IF last < target - ${n.margin} + 1 THEN
       PERFORM setval(${seq}, target, true);
+      moved := true;
     END IF;
-    PERFORM setval(${gen}, g + 1, true);
+    -- A new generation when the sequence moved (or a session died half-way); else the same one.
+    PERFORM setval(${gen}, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
   EXCEPTION WHEN OTHERS THEN
     PERFORM pg_advisory_unlock(${lock});
     RAISE;
   END;
   PERFORM pg_advisory_unlock(${lock});
-  RETURN true;
+  RETURN moved;
 END
 $$;
 

@@ -1,4 +1,9 @@
-import { instagram, ShardMap, ShardOutOfRangeError } from '@shardflake/core'
+import {
+  ClockMovedBackwardsError,
+  instagram,
+  ShardMap,
+  ShardOutOfRangeError,
+} from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
@@ -151,5 +156,40 @@ describe('PostgresSource over two physical databases', () => {
     }
     expect(seen).toHaveLength(1)
     expect(client.count).toBe(1)
+  })
+
+  it('a clock stepped back further than the function may wait: ClockMovedBackwardsError, nothing issued', async () => {
+    await installPostgres(poolA, {
+      layout: instagram,
+      schema: 'sf_clock',
+      schemaPrefix: 'clk_',
+      shards: [1],
+      maxDriftMs: 100,
+      maxWaitMs: 200,
+    })
+    const source = new PostgresSource({ layout: instagram, databases: poolA, schemaPrefix: 'clk_' })
+    const before = await source.nextIds(1, 10)
+    const setClock = (offset: number) =>
+      raw(
+        urlA,
+        `CREATE OR REPLACE FUNCTION sf_clock.now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+           SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint + (${offset}) $$`,
+      )
+    await setClock(-5000)
+    const [seqBefore] = await raw<{ v: string }>(
+      urlA,
+      'SELECT last_value::text AS v FROM clk_1.id_seq',
+    )
+    const error = await source.nextIds(1, 10).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(ClockMovedBackwardsError)
+    expect((error as ClockMovedBackwardsError).behindMs).toBeGreaterThan(4000)
+    await setClock(0)
+    const after = await source.nextIds(1, 10)
+    expect(after[0]! > before[9]!).toBe(true)
+    const [seqAfter] = await raw<{ v: string }>(
+      urlA,
+      'SELECT last_value::text AS v FROM clk_1.id_seq',
+    )
+    expect(BigInt(seqAfter!.v) > BigInt(seqBefore!.v)).toBe(true)
   })
 })

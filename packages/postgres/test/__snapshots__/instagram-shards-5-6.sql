@@ -91,7 +91,8 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (5120)::bigint | ((v & 1023) << 0)
 $$;
 
--- Moves the sequence forward to the clock. False when another session is doing it.
+-- Moves the sequence forward to the clock when it is more than the margin behind. True when it
+-- moved; false when it did not need to or another session holds the lock.
 CREATE OR REPLACE FUNCTION "shard_5"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -99,6 +100,7 @@ DECLARE
   called boolean;
   last bigint;
   target bigint;
+  moved boolean := false;
 BEGIN
   IF NOT pg_try_advisory_lock(-573691797, 5) THEN
     RETURN false;
@@ -108,18 +110,21 @@ BEGIN
     IF called THEN
       PERFORM setval('"shard_5".id_gen'::regclass, g, false);
     END IF;
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM "shard_5".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
-    IF last < target THEN
+    IF last < target - 5120 + 1 THEN
       PERFORM setval('"shard_5".id_seq'::regclass, target, true);
+      moved := true;
     END IF;
-    PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+    -- A new generation when the sequence moved (or a session died half-way); else the same one.
+    PERFORM setval('"shard_5".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
   EXCEPTION WHEN OTHERS THEN
     PERFORM pg_advisory_unlock(-573691797, 5);
     RAISE;
   END;
   PERFORM pg_advisory_unlock(-573691797, 5);
-  RETURN true;
+  RETURN moved;
 END
 $$;
 
@@ -290,7 +295,8 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (6144)::bigint | ((v & 1023) << 0)
 $$;
 
--- Moves the sequence forward to the clock. False when another session is doing it.
+-- Moves the sequence forward to the clock when it is more than the margin behind. True when it
+-- moved; false when it did not need to or another session holds the lock.
 CREATE OR REPLACE FUNCTION "shard_6"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -298,6 +304,7 @@ DECLARE
   called boolean;
   last bigint;
   target bigint;
+  moved boolean := false;
 BEGIN
   IF NOT pg_try_advisory_lock(-573691797, 6) THEN
     RETURN false;
@@ -307,18 +314,21 @@ BEGIN
     IF called THEN
       PERFORM setval('"shard_6".id_gen'::regclass, g, false);
     END IF;
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM "shard_6".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
-    IF last < target THEN
+    IF last < target - 5120 + 1 THEN
       PERFORM setval('"shard_6".id_seq'::regclass, target, true);
+      moved := true;
     END IF;
-    PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+    -- A new generation when the sequence moved (or a session died half-way); else the same one.
+    PERFORM setval('"shard_6".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
   EXCEPTION WHEN OTHERS THEN
     PERFORM pg_advisory_unlock(-573691797, 6);
     RAISE;
   END;
   PERFORM pg_advisory_unlock(-573691797, 6);
-  RETURN true;
+  RETURN moved;
 END
 $$;
 
