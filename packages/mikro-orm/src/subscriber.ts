@@ -91,11 +91,15 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     throw new ConfigurationError('A sharded key was created for an entity MikroORM does not know.')
   }
 
-  /** Every new entity of the flush without a key: one `nextIds` per shard, then FKs recomputed. */
-  async onFlush({ uow }: FlushEventArgs): Promise<void> {
-    const changeSets = uow.getChangeSets()
+  /**
+   * Every new entity of the flush without a key: one `nextIds` per shard. The key goes into the
+   * change set and into the entity's identifier, which the foreign keys of its children (already
+   * computed) resolve when they are inserted: what MikroORM does for a key set in `beforeCreate`,
+   * without recomputing every change set.
+   */
+  async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
     const pending: ChangeSet<Row>[] = []
-    for (const changeSet of changeSets) {
+    for (const changeSet of uow.getChangeSets()) {
       if (changeSet.type !== ChangeSetType.CREATE) continue
       const key = shardedKeyOf(changeSet.meta)
       if (key && changeSet.entity[key.prop.name] == null) pending.push(changeSet)
@@ -105,9 +109,25 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       pending.map((changeSet) => changeSet.entity),
       pending.map((changeSet) => changeSet.meta),
     )
-    for (const changeSet of changeSets) {
-      if (changeSet.type === ChangeSetType.CREATE || changeSet.type === ChangeSetType.UPDATE) {
-        uow.recomputeSingleChangeSet(changeSet.entity)
+    const platform = em.getPlatform()
+    let recompute = false
+    for (const changeSet of pending) {
+      const { prop } = shardedKeyOf(changeSet.meta)!
+      const value = changeSet.entity[prop.name]
+      const column = prop.customType
+        ? prop.customType.convertToDatabaseValue(value, platform)
+        : value
+      changeSet.payload[prop.name] = column
+      const identifier = helper(changeSet.entity).__identifier
+      if (identifier && !Array.isArray(identifier)) identifier.setValue(column)
+      else recompute = true
+    }
+    // Without an identifier (not expected), fall back to recomputing every change set.
+    if (recompute) {
+      for (const changeSet of uow.getChangeSets()) {
+        if (changeSet.type === ChangeSetType.CREATE || changeSet.type === ChangeSetType.UPDATE) {
+          uow.recomputeSingleChangeSet(changeSet.entity)
+        }
       }
     }
   }
@@ -226,7 +246,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  *
  * const orm = await MikroORM.init({
  *   entities: [User, Post],
- *   subscribers: [shardedIds({ source: new InProcessSource({ layout: instagram, shards: 'all', workerId: 1 }) })],
+ *   subscribers: [shardedIds({ source: new InProcessSource({ layout: instagram, shards: 'all' }) })],
  * })
  * ```
  */

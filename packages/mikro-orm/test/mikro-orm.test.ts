@@ -174,6 +174,21 @@ describe('with an async (database-like) source', () => {
     expect(em.getUnitOfWork().getById(Post, posts[0]!.id)).toBe(posts[0])
   })
 
+  it('points an existing entity at a new one of the same flush (an UPDATE with its new key)', async () => {
+    const setup = asyncOrm.em.fork()
+    const author = setup.create(Author, { email: 'moved-from@example.com' })
+    const post = setup.create(Post, { author, title: 'to be moved' })
+    await setup.flush()
+    const em = asyncOrm.em.fork()
+    const loaded = await em.findOneOrFail(Post, post.id)
+    const newcomer = em.create(Author, { email: 'moved-to@example.com' })
+    loaded.author = newcomer
+    await em.flush()
+    const [row] = await raw.query('SELECT author_id FROM posts WHERE id = $1', [post.id])
+    expect(String(row?.author_id)).toBe(String(newcomer.id))
+    expect(instagram.shardOf(newcomer.id)).toBe(hashShard('moved-to@example.com', logicalShards))
+  })
+
   it('refuses a flush with a missing shard key before writing or allocating anything', async () => {
     const em = asyncOrm.em.fork()
     const author = em.create(Author, { email: 'kept-out@example.com' })

@@ -1,0 +1,260 @@
+/**
+ * Units of work on MikroORM + PostgreSQL: flushes of 1, 10 and 1000 new entities (posts, each
+ * with a comment, by existing authors), with shardflake keys against the same entities with
+ * BIGSERIAL keys, in the same run, alternating, medians of several rounds.
+ *
+ *   node src/bench.ts [--json] [--quick] [--sizes=1,10,1000] [--database=sf_mikro_example]   (after `pnpm build`; PG_URL elsewhere;
+ *   AUTHORS_PER_FLUSH=4 spreads each flush over 4 authors, so 4 shards)
+ *
+ * Modes:
+ * - autoincrement: BIGSERIAL keys, the baseline
+ * - in-process:    InProcessSource, IDs at em.create()
+ * - database:      PostgresSource (next_id() in the database), IDs in onFlush, one round trip per shard
+ * - beforeCreate:  the same source from a per-entity beforeCreate hook, one round trip per entity
+ *                  (what onFlush avoids; shown for comparison, not shipped)
+ */
+import { type EntityManager, type EventArgs, MikroORM } from '@mikro-orm/postgresql'
+import {
+  type IdRequestContext,
+  type IdSource,
+  InProcessSource,
+  instagram,
+  stringifyIds,
+} from '@shardflake/core'
+import { ShardedIdSubscriber, shardedIds } from '@shardflake/mikro-orm'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import pg from 'pg'
+import { Author, AutoAuthor, AutoComment, AutoPost, Comment, Post, schema } from './entities.ts'
+
+const json = process.argv.includes('--json')
+const quick = process.argv.includes('--quick')
+const logicalShards = 64
+const database =
+  process.argv.find((arg) => arg.startsWith('--database='))?.slice('--database='.length) ??
+  'sf_mikro_example'
+const sizes = (
+  process.argv.find((arg) => arg.startsWith('--sizes='))?.slice('--sizes='.length) ?? '1,10,1000'
+)
+  .split(',')
+  .map(Number)
+/** Flushes per round: about 400 entities per mode and round (100 in quick runs), at least 3 (1). */
+const flushesPerRound = (size: number) =>
+  Math.max(quick ? 1 : 3, Math.round((quick ? 100 : 400) / size))
+const rounds = quick ? 3 : 7
+const authorsPerFlush = Number(process.env.AUTHORS_PER_FLUSH ?? 1)
+
+/** Counts the round trips a source makes. */
+class Counted implements IdSource {
+  calls = 0
+  readonly synchronous = false
+  readonly inner: IdSource
+  constructor(inner: IdSource) {
+    this.inner = inner
+  }
+  get layout() {
+    return this.inner.layout
+  }
+  get logicalShards() {
+    return this.inner.logicalShards
+  }
+  nextId(shard: number, context?: IdRequestContext) {
+    this.calls++
+    return this.inner.nextId(shard, context)
+  }
+  nextIds(shard: number, count: number, context?: IdRequestContext) {
+    this.calls++
+    return this.inner.nextIds(shard, count, context)
+  }
+}
+
+/** The naive alternative: an async beforeCreate hook, which MikroORM awaits entity by entity. */
+class PerEntityBeforeCreate extends ShardedIdSubscriber {
+  override async onFlush(): Promise<void> {}
+
+  async beforeCreate({ entity, meta }: EventArgs<object>): Promise<void> {
+    const row = entity as Record<string, unknown>
+    const key = meta.primaryKeys[0]!
+    if (row[key] == null) row[key] = await this.source.nextId(this.shardOf(entity, meta))
+  }
+}
+
+const base = new URL(process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
+const url = new URL(base)
+url.pathname = `/${database}`
+const admin = new pg.Client({ connectionString: base.toString() })
+await admin.connect()
+await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+await admin.query(`CREATE DATABASE ${database}`)
+const pool = new pg.Pool({ connectionString: url.toString(), max: 8 })
+for (const sql of schema) await pool.query(sql)
+await installPostgres(pool, { layout: instagram, shards: `0-${logicalShards - 1}` })
+
+const inProcess = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+const fromDatabase = new Counted(
+  new PostgresSource({ layout: instagram, databases: pool, logicalShards }),
+)
+const sharded = [Author, Post, Comment]
+const open = (entities: unknown[], subscribers: unknown[]) =>
+  MikroORM.init({
+    clientUrl: url.toString(),
+    entities: entities as typeof sharded,
+    subscribers: subscribers as ShardedIdSubscriber[],
+    pool: { max: 8 },
+  })
+
+const modes = {
+  autoincrement: await open([AutoAuthor, AutoPost, AutoComment], []),
+  'in-process': await open(sharded, [shardedIds({ source: inProcess })]),
+  database: await open(sharded, [shardedIds({ source: fromDatabase })]),
+  beforeCreate: await open(sharded, [new PerEntityBeforeCreate({ source: fromDatabase })]),
+}
+type Mode = keyof typeof modes
+
+// Existing authors, the same emails in both key schemes.
+const emails = Array.from({ length: 16 }, (_, i) => `author${i}@example.com`)
+const shardedAuthorIds: bigint[] = []
+const autoAuthorIds: bigint[] = []
+{
+  const em = modes['in-process'].em.fork()
+  const made = emails.map((email) => em.create(Author, { email }))
+  const auto = modes.autoincrement.em.fork()
+  const autoMade = emails.map((email) => auto.create(AutoAuthor, { email }))
+  await em.flush()
+  await auto.flush()
+  shardedAuthorIds.push(...made.map((author) => author.id))
+  autoAuthorIds.push(...autoMade.map((author) => author.id))
+}
+
+/** One unit of work: ceil(size/2) posts and floor(size/2) comments, one flush. */
+async function unitOfWork(mode: Mode, size: number, seed: number): Promise<number> {
+  const em: EntityManager = modes[mode].em.fork()
+  const auto = mode === 'autoincrement'
+  const authorIds = auto ? autoAuthorIds : shardedAuthorIds
+  const posts = Math.ceil(size / 2)
+  const comments = size - posts
+  const started = performance.now()
+  const authorOf = (i: number) => authorIds[(seed + (i % authorsPerFlush)) % authorIds.length]!
+  if (auto) {
+    const made = Array.from({ length: posts }, (_, i) =>
+      em.create(AutoPost, { author: em.getReference(AutoAuthor, authorOf(i)), title: `post ${i}` }),
+    )
+    for (let i = 0; i < comments; i++)
+      em.create(AutoComment, { post: made[i]!, body: `comment ${i}` })
+  } else {
+    const made = Array.from({ length: posts }, (_, i) =>
+      em.create(Post, { author: em.getReference(Author, authorOf(i)), title: `post ${i}` }),
+    )
+    for (let i = 0; i < comments; i++) em.create(Comment, { post: made[i]!, body: `comment ${i}` })
+  }
+  await em.flush()
+  return performance.now() - started
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+const percentile = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
+}
+
+interface Result {
+  size: number
+  mode: Mode
+  entitiesPerSecond: number
+  ratio: number
+  p50Ms: number
+  p99Ms: number
+  sourceCallsPerFlush: number | null
+}
+const results: Result[] = []
+const names = Object.keys(modes) as Mode[]
+let seed = 0
+
+for (const size of sizes) {
+  const flushes = flushesPerRound(size)
+  const throughput = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const ratios = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const latencies = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const calls = new Map<Mode, number>(names.map((mode) => [mode, 0]))
+  for (let round = 0; round <= rounds; round++) {
+    const total = new Map<Mode, number>(names.map((mode) => [mode, 0]))
+    for (let f = 0; f < flushes; f++) {
+      seed++
+      // Every mode does the same unit of work back to back, in a rotating order.
+      for (let i = 0; i < names.length; i++) {
+        const mode = names[(i + seed) % names.length]!
+        const before = fromDatabase.calls
+        const elapsed = await unitOfWork(mode, size, seed)
+        if (round === 0) continue // warm-up
+        total.set(mode, total.get(mode)! + elapsed)
+        latencies.get(mode)!.push(elapsed)
+        calls.set(mode, calls.get(mode)! + fromDatabase.calls - before)
+      }
+    }
+    if (round === 0) continue
+    for (const mode of names) {
+      const perSecond = (size * flushes) / (total.get(mode)! / 1000)
+      throughput.get(mode)!.push(perSecond)
+      ratios.get(mode)!.push(total.get('autoincrement')! / total.get(mode)!)
+    }
+  }
+  for (const mode of names) {
+    results.push({
+      size,
+      mode,
+      entitiesPerSecond: Math.round(median(throughput.get(mode)!)),
+      ratio: Number(median(ratios.get(mode)!).toFixed(3)),
+      p50Ms: Number(percentile(latencies.get(mode)!, 50).toFixed(2)),
+      p99Ms: Number(percentile(latencies.get(mode)!, 99).toFixed(2)),
+      sourceCallsPerFlush:
+        mode === 'database' || mode === 'beforeCreate'
+          ? Number((calls.get(mode)! / (rounds * flushes)).toFixed(1))
+          : null,
+    })
+  }
+}
+
+const check = {
+  inProcess: results.filter((r) => r.mode === 'in-process').every((r) => r.ratio >= 0.95),
+  databaseFlushesOf10AndMore: results
+    .filter((r) => r.mode === 'database' && r.size >= 10)
+    .every((r) => r.ratio >= 0.9),
+}
+
+if (json) {
+  console.log(
+    stringifyIds(
+      {
+        rounds,
+        flushesPerRound: Object.fromEntries(sizes.map((size) => [size, flushesPerRound(size)])),
+        authorsPerFlush,
+        logicalShards,
+        results,
+        targetsMet: check,
+      },
+      2,
+    ),
+  )
+} else {
+  console.log(
+    `MikroORM 7 + PostgreSQL: units of work (posts + comments), ${rounds} rounds, medians; ratio = entities/s vs autoincrement in the same round\n`,
+  )
+  console.log(
+    `${'flush'.padStart(5)}  ${'mode'.padEnd(14)} ${'entities/s'.padStart(10)} ${'ratio'.padStart(6)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  source calls/flush`,
+  )
+  for (const r of results) {
+    console.log(
+      `${String(r.size).padStart(5)}  ${r.mode.padEnd(14)} ${String(r.entitiesPerSecond).padStart(10)} ${r.ratio.toFixed(2).padStart(6)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)}  ${r.sourceCallsPerFlush ?? '-'}`,
+    )
+  }
+  console.log(
+    `\ntargets: in-process >= 0.95x: ${check.inProcess ? 'met' : 'NOT met'}; database source >= 0.9x for flushes of 10+: ${check.databaseFlushesOf10AndMore ? 'met' : 'NOT met'}`,
+  )
+}
+
+for (const orm of Object.values(modes)) await orm.close(true)
+await pool.end()
+await admin.end()

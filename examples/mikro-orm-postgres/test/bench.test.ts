@@ -1,0 +1,40 @@
+/**
+ * The example runs as users run it (`node src/bench.ts`, against the built packages), and the
+ * round trips it reports are the ones the adapter promises: one per shard per flush from onFlush,
+ * one per entity from a beforeCreate hook. Timings are printed, never asserted.
+ */
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { expect, it } from 'vitest'
+
+interface Result {
+  size: number
+  mode: string
+  entitiesPerSecond: number
+  ratio: number
+  sourceCallsPerFlush: number | null
+}
+
+it('runs the unit-of-work benchmark and reports one source call per flush from onFlush', async () => {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [
+      join(import.meta.dirname, '..', 'src', 'bench.ts'),
+      '--json',
+      '--quick',
+      '--sizes=1,10',
+      '--database=sf_mikro_example_test',
+    ],
+    { env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 },
+  )
+  const { results } = JSON.parse(stdout) as { results: Result[] }
+  const of = (mode: string, size: number) =>
+    results.find((result) => result.mode === mode && result.size === size)!
+  for (const size of [1, 10]) {
+    expect(of('autoincrement', size).ratio).toBe(1)
+    expect(of('in-process', size).entitiesPerSecond).toBeGreaterThan(0)
+    expect(of('database', size).sourceCallsPerFlush).toBe(1)
+    expect(of('beforeCreate', size).sourceCallsPerFlush).toBe(size)
+  }
+}, 180_000)
