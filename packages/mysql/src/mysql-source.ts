@@ -114,6 +114,7 @@ export class MysqlSource implements IdSource {
   private readonly sequenceBits: bigint
   private readonly mask: bigint
   private readonly prefetch: Required<PrefetchOptions> | undefined
+  private readonly sequences: bigint[]
   private readonly buffers = new Map<number, Buffer>()
   private closed = false
 
@@ -140,6 +141,7 @@ export class MysqlSource implements IdSource {
     this.timeShift = layout.shifts.time
     this.sequenceBits = BigInt(layout.sequenceBits)
     this.mask = (1n << this.sequenceBits) - 1n
+    this.sequences = Array.from({ length: layout.maxSequence + 1 }, (_, i) => BigInt(i))
     if (options.prefetch) {
       const { size, maxAgeMs = 1000 } = options.prefetch
       if (!Number.isSafeInteger(size) || size < 1 || size > MAX_BATCH || !(maxAgeMs >= 0)) {
@@ -211,14 +213,20 @@ export class MysqlSource implements IdSource {
     }
   }
 
+  /** The IDs of counter values `first .. first + count - 1`: one bigint addition per ID. */
   private compose(shard: number, first: bigint, count: number): bigint[] {
     const shardPart = BigInt(shard) << this.layout.shifts.shard
     const ids = new Array<bigint>(count)
-    for (let i = 0; i < count; i++) {
-      const v = first + BigInt(i)
-      let id = ((v >> this.sequenceBits) << this.timeShift) | shardPart | (v & this.mask)
-      if (id >= 1n << 63n) id -= 1n << 64n
-      ids[i] = id
+    const perTick = this.sequences.length
+    let v = first
+    let i = 0
+    while (i < count) {
+      let base = ((v >> this.sequenceBits) << this.timeShift) | shardPart
+      if (base >= 1n << 63n) base -= 1n << 64n
+      let sequence = Number(v & this.mask)
+      const take = Math.min(count - i, perTick - sequence)
+      for (const end = i + take; i < end; i++) ids[i] = base + this.sequences[sequence++]!
+      v += BigInt(take)
     }
     return ids
   }

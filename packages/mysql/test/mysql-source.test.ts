@@ -104,6 +104,18 @@ describe('MysqlSource', () => {
     }
   })
 
+  it('a batch is exactly the counter values one UPDATE reserved, across millisecond borders', async () => {
+    const ids = await source.nextIds(3, 5000)
+    const values = ids.map((id) => {
+      const { time, sequence, shard } = layout.decompose(id)
+      expect(shard).toBe(3)
+      return BigInt(time) * 1024n + BigInt(sequence)
+    })
+    for (let i = 1; i < values.length; i++) expect(values[i]! - values[i - 1]!).toBe(1n)
+    expect(new Set(ids.map((id) => layout.decompose(id).time)).size).toBeGreaterThan(4)
+    expect(await counter(a, 3)).toBe(values[values.length - 1]! + 1n)
+  })
+
   it('interleaves with next_id() called in SQL: one counter, ascending, same shard', async () => {
     const fromSource = await source.nextId(3)
     const [row] = await rows<{ id: string }>(a, `SELECT \`${SHARDS}3\`.next_id() AS id`)
