@@ -42,13 +42,32 @@ const Audit = defineEntity({
   tableName: 'audits',
   properties: { id: shardedId({ shard: 5 }), body: p.string() },
 })
+/** Tenants keep BIGSERIAL keys; invoices are sharded by their tenant's key. */
+const Tenant = defineEntity({
+  name: 'Tenant',
+  tableName: 'tenants',
+  properties: { id: p.bigint().primary(), name: p.string() },
+})
+const Invoice = defineEntity({
+  name: 'Invoice',
+  tableName: 'invoices',
+  properties: {
+    id: shardedId({ shardBy: 'tenant' }),
+    tenant: () => p.manyToOne(Tenant),
+    total: p.integer(),
+  },
+})
 const extraSchema = [
+  'DROP TABLE IF EXISTS invoices',
+  'DROP TABLE IF EXISTS tenants',
+  'CREATE TABLE tenants (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL)',
+  'CREATE TABLE invoices (id BIGINT NOT NULL PRIMARY KEY, tenant_id BIGINT NOT NULL REFERENCES tenants, total INT NOT NULL)',
   'DROP TABLE IF EXISTS notes',
   'DROP TABLE IF EXISTS audits',
   'CREATE TABLE notes (id BIGINT NOT NULL PRIMARY KEY, owner BIGINT NOT NULL, body TEXT NOT NULL)',
   'CREATE TABLE audits (id BIGINT NOT NULL PRIMARY KEY, body TEXT NOT NULL)',
 ]
-const entities = [Author, Post, Comment, Note, Audit]
+const entities = [Author, Post, Comment, Note, Audit, Tenant, Invoice]
 
 let raw: RawDatabase
 const inProcess = new InProcessSource({ layout: instagram, shards: 'all' })
@@ -123,6 +142,15 @@ describe('with an in-process (sync) source', () => {
       'string key',
     ])
     expect(row?.id).toBe(note.id)
+  })
+
+  it("shards by a relation to an autoincrement entity with that entity's key", async () => {
+    const em = syncOrm.em.fork()
+    const tenant = em.create(Tenant, { name: 'acme' })
+    await em.flush()
+    const invoice = em.create(Invoice, { tenant, total: 12 })
+    await em.flush()
+    expect(instagram.shardOf(invoice.id)).toBe(Number(tenant.id % BigInt(logicalShards)))
   })
 
   it('upserts with the ID onCreate gave, and keeps the stored ID on conflict', async () => {
@@ -260,4 +288,14 @@ it('refuses to create a sharded entity when no shardedIds() subscriber is regist
   } finally {
     await orm.close(true)
   }
+})
+
+it('declares every form of the key as a BIGINT that the database does not generate', async () => {
+  const sql = await syncOrm.schema.getCreateSchemaSQL({ wrap: false })
+  for (const table of ['authors', 'posts', 'comments', 'notes', 'audits', 'invoices']) {
+    const create = new RegExp(`create table "${table}" \\("id" bigint not null`)
+    expect(sql).toMatch(create)
+  }
+  expect(sql).toMatch(/create table "tenants" \("id" bigserial/)
+  expect(sql.match(/bigserial/g)).toHaveLength(1)
 })
