@@ -3,6 +3,7 @@
  * IDs against `BigInt @id @default(autoincrement())`, in the same run, rounds alternating.
  *
  *   node src/bench.ts [--json] [--rounds 12] [--single 60] [--users 100]
+ *                     [--prefetch 32] [--max-age 5000]
  *
  * Every round runs, for each mode in turn (the order rotates), `--single` posts each followed by
  * a comment, one create at a time, then one `createMany` of 1000 posts and one of 1000 comments.
@@ -14,9 +15,17 @@
  * - `in-process`: `InProcessSource`, no round trip.
  * - `next_id() + prefetch`: `PostgresSource` with a prefetch buffer per shard.
  * - `next_id()`: `PostgresSource`, one round trip per create (for reference).
+ * - `app-assigned, no extension`: the same IDs set by hand on a plain client: what sending an
+ *   explicit BIGINT costs Prisma by itself, the ceiling for any assigned-before-INSERT scheme.
  */
 import { PrismaPg } from '@prisma/adapter-pg'
-import { type IdSource, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
+import {
+  type IdSource,
+  InProcessSource,
+  instagram,
+  integerShard,
+  stringifyIds,
+} from '@shardflake/core'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { shardedIds } from '@shardflake/prisma'
 import pg from 'pg'
@@ -32,6 +41,8 @@ const json = argv.includes('--json')
 const rounds = flag('rounds', 12)
 const singles = flag('single', 60)
 const users = flag('users', 100)
+const prefetchSize = flag('prefetch', 32)
+const prefetchMaxAgeMs = flag('max-age', 5000)
 const batchSize = 1000
 const logicalShards = 64
 const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -116,6 +127,28 @@ function shardedWorkload(url: string, source: IdSource, close: () => Promise<voi
   }
 }
 
+function appAssignedWorkload(url: string): Workload {
+  const prisma = new PrismaClient({ adapter: adapter(url) })
+  const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+  const postId = (userId: bigint) => source.nextId(integerShard(userId, logicalShards))
+  const commentId = (postId: bigint) => source.nextId(instagram.shardOf(postId))
+  return {
+    createUser: async (email) =>
+      (await prisma.user.create({ data: { id: source.nextId(0), email } })).id,
+    createPost: async (userId, title) =>
+      (await prisma.post.create({ data: { id: postId(userId), userId, title } })).id,
+    createComment: async (postId, body) =>
+      (await prisma.comment.create({ data: { id: commentId(postId), postId, body } })).id,
+    createPosts: (data) =>
+      prisma.post.createMany({ data: data.map((row) => ({ ...row, id: postId(row.userId) })) }),
+    createComments: (data) =>
+      prisma.comment.createMany({
+        data: data.map((row) => ({ ...row, id: commentId(row.postId) })),
+      }),
+    close: () => prisma.$disconnect(),
+  }
+}
+
 async function databaseSource(url: string, prefetch: boolean) {
   const pool = new pg.Pool({ connectionString: url, max: 4 })
   await installPostgres(pool, { layout: instagram, shards: { from: 0, to: logicalShards - 1 } })
@@ -123,7 +156,7 @@ async function databaseSource(url: string, prefetch: boolean) {
     layout: instagram,
     databases: pool,
     logicalShards,
-    ...(prefetch && { prefetch: { size: 64 } }),
+    ...(prefetch && { prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs } }),
   })
   return { source, close: () => pool.end() }
 }
@@ -134,12 +167,14 @@ async function setup(): Promise<Mode[]> {
     ['in-process', 'sf_prisma_example_inproc'],
     ['next_id() + prefetch', 'sf_prisma_example_prefetch'],
     ['next_id()', 'sf_prisma_example_nextid'],
+    ['app-assigned, no extension', 'sf_prisma_example_manual'],
   ] as const
   const modes: Mode[] = []
   for (const [name, database] of specs) {
     const url = await freshDatabase(database)
     let workload: Workload
     if (name === 'autoincrement') workload = autoWorkload(url)
+    else if (name === 'app-assigned, no extension') workload = appAssignedWorkload(url)
     else if (name === 'in-process') {
       const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
       workload = shardedWorkload(url, source, async () => {})
@@ -255,13 +290,20 @@ async function main() {
     })
   }
   await Promise.all(modes.map((mode) => mode.workload.close()))
-  const settings = { rounds, singles, batchSize, users, logicalShards }
+  const settings = {
+    rounds,
+    singles,
+    batchSize,
+    users,
+    logicalShards,
+    prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs },
+  }
   if (json) {
     console.log(stringifyIds({ settings, results: report }, 2))
     return
   }
   console.log(
-    `Prisma 7 + adapter-pg, ${rounds} rounds, medians; per round and mode: ${singles} posts + ${singles} comments one create at a time, createMany(${batchSize}) posts and createMany(${batchSize}) comments; ${users} users on ${logicalShards} logical shards.\n`,
+    `Prisma 7 + adapter-pg, ${rounds} rounds, medians; per round and mode: ${singles} posts + ${singles} comments one create at a time, createMany(${batchSize}) posts and createMany(${batchSize}) comments; ${users} users on ${logicalShards} logical shards; prefetch ${prefetchSize} IDs per shard, kept ${prefetchMaxAgeMs} ms.\n`,
   )
   console.table(
     report.map((r) => ({
