@@ -4,6 +4,7 @@ import {
   InvalidArgumentError,
   ShardMap,
   ShardOutOfRangeError,
+  TimeExhaustedError,
 } from '@shardflake/core'
 import mysql, { type Pool } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -180,6 +181,23 @@ describe('MysqlSource', () => {
     } finally {
       await live.end()
     }
+  })
+
+  it('stops with TimeExhaustedError once the layout time field is used up, issuing nothing', async () => {
+    const short = defineLayout({
+      name: 'short',
+      epoch: '2020-01-01T00:00:00Z',
+      timeBits: 20,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
+    await installMysqlShards(a, { layout: short, shards: [1], schemaPrefix: `${PREFIX}short_` })
+    const expired = new MysqlSource({ layout: short, pool: a, schemaPrefix: `${PREFIX}short_` })
+    await expect(expired.nextId(1)).rejects.toBeInstanceOf(TimeExhaustedError)
+    const [row] = await rows<{ v: string }>(a, `SELECT v FROM \`${PREFIX}short_1\`.sf_counter`)
+    expect(row!.v).toBe('0')
+    await a.query(`DELETE FROM \`${PREFIX}short_1\`.sf_counter`)
+    await expect(expired.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
   })
 
   it('reports a shard that is in the map but not installed', async () => {
