@@ -1,4 +1,5 @@
 export { shardedId } from './define-entity'
+export { ReservedSource, type ReserveOptions } from './reserve'
 export type {
   ShardedIdOptions,
   ShardedIdRule,

@@ -28,6 +28,7 @@ import {
   shardForKey,
   toBigInt,
 } from '@shardflake/core'
+import { ReservedSource, type ReserveOptions } from './reserve'
 import { type ShardedIdSpec, type SyncAssigner, shardedKeyOf } from './sharded-id'
 
 /** Options of {@link shardedIds}. */
@@ -39,6 +40,18 @@ export interface ShardedIdsOptions {
    * @default logicalShardsOf(source): the source's `logicalShards`, else the layout's shard count
    */
   logicalShards?: number
+  /**
+   * For an async (database) source: fetch `size` IDs more than a flush needs per shard and use
+   * them for later flushes while they are younger than `maxAgeMs`, so small flushes skip the
+   * round trip. IDs stay unique and ascending per shard; an ID's embedded time may then be up to
+   * `maxAgeMs` older than its row, and IDs left over at exit are gaps. Ignored for sync sources.
+   * @default undefined (one round trip per shard per flush)
+   * @example
+   * ```ts
+   * shardedIds({ source: postgresSource, reserve: { size: 100, maxAgeMs: 1000 } })
+   * ```
+   */
+  reserve?: ReserveOptions
 }
 
 type Row = Record<string, unknown>
@@ -59,7 +72,10 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
         'shardedIds() needs a source whose IDs carry a layout (shard rules and co-location read the shard out of IDs).',
       )
     }
-    this.source = options.source
+    this.source =
+      options.reserve && !isSyncSource(options.source)
+        ? new ReservedSource(options.source, options.reserve)
+        : options.source
     this.layout = layout
     this.logicalShards = options.logicalShards ?? logicalShardsOf(options.source)
   }

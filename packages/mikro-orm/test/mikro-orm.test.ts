@@ -242,6 +242,37 @@ describe('with an async (database-like) source', () => {
   })
 })
 
+describe('with a reserve in front of an async source', () => {
+  it('serves small flushes from IDs fetched ahead: distinct, ascending, on their shard', async () => {
+    const orm = await openOrm('postgres', raw.url, entities, [
+      shardedIds({ source: async, reserve: { size: 25, maxAgeMs: 60_000 } }),
+    ])
+    try {
+      const author = await syncOrm.em.fork().upsert(Author, { email: 'reserved@example.com' })
+      async.reset()
+      const ids: bigint[] = []
+      for (let flush = 0; flush < 10; flush++) {
+        const em = orm.em.fork()
+        const posts = [0, 1, 2, 3, 4].map((i) =>
+          em.create(Post, {
+            author: em.getReference(Author, author.id),
+            title: `reserved ${flush}.${i}`,
+          }),
+        )
+        await em.flush()
+        ids.push(...posts.map((post) => post.id))
+      }
+      expect(async.nextIdsCalls).toBe(2) // 5 + 25, then 5 + 25: 50 posts
+      expect(new Set(ids).size).toBe(50)
+      expect(ids.every((id, i) => i === 0 || id > ids[i - 1]!)).toBe(true)
+      for (const id of ids) expect(instagram.shardOf(id)).toBe(instagram.shardOf(author.id))
+      expect(await count("SELECT COUNT(*) AS n FROM posts WHERE title LIKE 'reserved %'")).toBe(50)
+    } finally {
+      await orm.close(true)
+    }
+  })
+})
+
 describe('em.insert, em.insertMany and query-builder inserts', () => {
   it('take IDs from assignShardedIds, one nextIds per shard, relations given as keys', async () => {
     const em = asyncOrm.em.fork() as SqlEntityManager

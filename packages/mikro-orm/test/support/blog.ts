@@ -9,7 +9,7 @@ import type {
 import { MikroORM as MariaDbOrm } from '@mikro-orm/mariadb'
 import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
 import type { AdapterSetupContext, BlogThroughOrm, Dialect } from '@shardflake/conformance'
-import { shardedIds } from '../../src'
+import { type ShardedIdsOptions, shardedIds } from '../../src'
 
 export interface BlogAuthor {
   id: bigint
@@ -51,9 +51,15 @@ export async function mikroBlog(
   dialect: Dialect,
   entities: BlogEntities,
   { source, raw }: AdapterSetupContext,
+  options: Omit<ShardedIdsOptions, 'source'> = {},
 ): Promise<BlogThroughOrm> {
   const { Author, Post, Comment } = entities
-  const orm = await openOrm(dialect, raw.url, [Author, Post, Comment], [shardedIds({ source })])
+  const orm = await openOrm(
+    dialect,
+    raw.url,
+    [Author, Post, Comment],
+    [shardedIds({ source, ...options })],
+  )
   const fork = (): EntityManager => orm.em.fork()
   const author = (em: EntityManager, id: bigint | string | undefined) =>
     id === undefined ? undefined : em.getReference(Author, BigInt(id))
