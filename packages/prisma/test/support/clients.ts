@@ -31,3 +31,15 @@ export function mysqlClient(url: string, source: IdSource, pool = 10) {
 
 export type PgBlogClient = ReturnType<typeof pgClient>
 export type MysqlBlogClient = ReturnType<typeof mysqlClient>
+
+/**
+ * The blog client for a dialect, typed as the PostgreSQL one: the models are the same; only
+ * `createManyAndReturn` is missing on MariaDB, so callers check the dialect before using it.
+ */
+export function blogClient(dialect: 'postgres' | 'mysql', url: string, source: IdSource) {
+  return samePrismaModels(dialect === 'postgres' ? pgClient(url, source) : mysqlClient(url, source))
+}
+
+function samePrismaModels<P extends PgBlogClient | MysqlBlogClient>(client: P): PgBlogClient {
+  return client as PgBlogClient
+}
