@@ -32,6 +32,9 @@ await admin.connect()
 await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
 await admin.query(`CREATE DATABASE ${DB}`)
 const pool = new pg.Pool({ connectionString: url.toString(), max: 2 })
+// An idle connection terminated from outside must not crash the run.
+pool.on('error', () => undefined)
+admin.on('error', () => undefined)
 await installPostgres(pool, { layout: instagram, shards: [5] })
 await pool.query(`
   CREATE SEQUENCE bench_seq;
@@ -142,9 +145,11 @@ for (let rep = 0; rep < reps; rep++) {
       )
   }
 }
-await pool.end()
-await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
-await admin.end()
+await pool.end().catch(() => undefined)
+await admin
+  .query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
+  .then(() => admin.end())
+  .catch(() => undefined)
 
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b)
