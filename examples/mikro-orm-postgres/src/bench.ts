@@ -80,14 +80,26 @@ class PerEntityBeforeCreate extends ShardedIdSubscriber {
 }
 
 const base = new URL(process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
-const url = new URL(base)
-url.pathname = `/${database}`
+const urlOf = (name: string) => {
+  const url = new URL(base)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+// Two databases: each logical shard must have exactly ONE source. The in-process generator and
+// next_id() would make the same (time, shard, sequence) IDs for the same shard, so the
+// in-process mode writes its own copy of the tables.
+const databases = { main: database, inProcess: `${database}_inproc` }
 const admin = new pg.Client({ connectionString: base.toString() })
 await admin.connect()
-await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-await admin.query(`CREATE DATABASE ${database}`)
-const pool = new pg.Pool({ connectionString: url.toString(), max: 8 })
-for (const sql of schema) await pool.query(sql)
+for (const name of Object.values(databases)) {
+  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  await admin.query(`CREATE DATABASE ${name}`)
+  const client = new pg.Client({ connectionString: urlOf(name) })
+  await client.connect()
+  for (const sql of schema) await client.query(sql)
+  await client.end()
+}
+const pool = new pg.Pool({ connectionString: urlOf(databases.main), max: 8 })
 await installPostgres(pool, { layout: instagram, shards: `0-${logicalShards - 1}` })
 
 const inProcess = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
@@ -95,9 +107,9 @@ const fromDatabase = new Counted(
   new PostgresSource({ layout: instagram, databases: pool, logicalShards }),
 )
 const sharded = [Author, Post, Comment]
-const open = (entities: unknown[], subscribers: unknown[]) =>
+const open = (entities: unknown[], subscribers: unknown[], name = databases.main) =>
   MikroORM.init({
-    clientUrl: url.toString(),
+    clientUrl: urlOf(name),
     entities: entities as typeof sharded,
     subscribers: subscribers as ShardedIdSubscriber[],
     pool: { max: 8 },
@@ -105,7 +117,7 @@ const open = (entities: unknown[], subscribers: unknown[]) =>
 
 const modes = {
   autoincrement: await open([AutoAuthor, AutoPost, AutoComment], []),
-  'in-process': await open(sharded, [shardedIds({ source: inProcess })]),
+  'in-process': await open(sharded, [shardedIds({ source: inProcess })], databases.inProcess),
   database: await open(sharded, [shardedIds({ source: fromDatabase })]),
   'db + reserve': await open(sharded, [
     shardedIds({ source: fromDatabase, reserve: { size: 100, maxAgeMs: 1000 } }),
@@ -114,30 +126,38 @@ const modes = {
 }
 type Mode = keyof typeof modes
 
-// Existing authors, the same emails in both key schemes.
+// Existing authors, the same emails in every key scheme and database.
 const emails = Array.from({ length: 16 }, (_, i) => `author${i}@example.com`)
-const shardedAuthorIds: bigint[] = []
-const autoAuthorIds: bigint[] = []
+const authorIds = { auto: [] as bigint[], inProcess: [] as bigint[], database: [] as bigint[] }
 {
-  const em = modes['in-process'].em.fork()
-  const made = emails.map((email) => em.create(Author, { email }))
   const auto = modes.autoincrement.em.fork()
   const autoMade = emails.map((email) => auto.create(AutoAuthor, { email }))
-  await em.flush()
   await auto.flush()
-  shardedAuthorIds.push(...made.map((author) => author.id))
-  autoAuthorIds.push(...autoMade.map((author) => author.id))
+  authorIds.auto = autoMade.map((author) => author.id)
+  for (const [mode, list] of [
+    ['in-process', 'inProcess'],
+    ['database', 'database'],
+  ] as const) {
+    const em = modes[mode].em.fork()
+    const made = emails.map((email) => em.create(Author, { email }))
+    await em.flush()
+    authorIds[list] = made.map((author) => author.id)
+  }
 }
 
 /** One unit of work: ceil(size/2) posts and floor(size/2) comments, one flush. */
 async function unitOfWork(mode: Mode, size: number, seed: number): Promise<number> {
   const em: EntityManager = modes[mode].em.fork()
   const auto = mode === 'autoincrement'
-  const authorIds = auto ? autoAuthorIds : shardedAuthorIds
+  const ids = auto
+    ? authorIds.auto
+    : mode === 'in-process'
+      ? authorIds.inProcess
+      : authorIds.database
   const posts = Math.ceil(size / 2)
   const comments = size - posts
   const started = performance.now()
-  const authorOf = (i: number) => authorIds[(seed + (i % authorsPerFlush)) % authorIds.length]!
+  const authorOf = (i: number) => ids[(seed + (i % authorsPerFlush)) % ids.length]!
   if (auto) {
     const made = Array.from({ length: posts }, (_, i) =>
       em.create(AutoPost, { author: em.getReference(AutoAuthor, authorOf(i)), title: `post ${i}` }),
