@@ -11,7 +11,9 @@ describeIdSource('PostgresSource (two databases)', {
   shards: [3, 12],
   async create() {
     const urls = [await createDatabase('sf_pg_conf_a'), await createDatabase('sf_pg_conf_b')]
-    pools = urls.map((url) => new pg.Pool({ connectionString: url, max: 8 }))
+    pools = urls.map((url) =>
+      new pg.Pool({ connectionString: url, max: 8 }).on('error', () => undefined),
+    )
     await installPostgres(pools[0]!, { layout: instagram, shards: '0-7' })
     await installPostgres(pools[1]!, { layout: instagram, shards: '8-15' })
     const map = new ShardMap<SqlClient>(instagram, [

@@ -21,6 +21,7 @@ const old = defineLayout({
 beforeAll(async () => {
   url = await createDatabase(DB)
   pool = new pg.Pool({ connectionString: url, max: 2 })
+  pool.on('error', () => undefined) // terminated by DROP DATABASE ... FORCE at teardown
 })
 afterAll(async () => {
   await pool.end()

@@ -17,6 +17,7 @@ let pool: pg.Pool
 beforeAll(async () => {
   url = await createDatabase(DB)
   pool = new pg.Pool({ connectionString: url, max: 4 })
+  pool.on('error', () => undefined) // terminated by DROP DATABASE ... FORCE at teardown
 })
 afterAll(async () => {
   await pool.end()

@@ -38,7 +38,9 @@ beforeAll(async () => {
   urlA = await createDatabase(DB_A)
   urlB = await createDatabase(DB_B, secondServer)
   poolA = new pg.Pool({ connectionString: urlA, max: 8 })
+  poolA.on('error', () => undefined) // terminated by DROP DATABASE ... FORCE at teardown
   poolB = new pg.Pool({ connectionString: urlB, max: 8 })
+  poolB.on('error', () => undefined)
   await installPostgres(poolA, { layout: instagram, shards: '0-3' })
   await installPostgres(poolB, { layout: instagram, shards: '4-7' })
 })

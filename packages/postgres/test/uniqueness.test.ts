@@ -1,7 +1,7 @@
 import { instagram } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { installPostgres } from '../src/index'
+import { installPostgres, resolveSqlOptions } from '../src/index'
 import { createDatabase, dropDatabase, raw } from './helpers'
 
 /**
@@ -16,6 +16,7 @@ let pool: pg.Pool
 beforeAll(async () => {
   url = await createDatabase(DB)
   pool = new pg.Pool({ connectionString: url, max: 34 })
+  pool.on('error', () => undefined) // terminated by DROP DATABASE ... FORCE at teardown
   await installPostgres(pool, { layout: instagram, shards: [5] })
   await installPostgres(pool, { layout: instagram, shards: [7], cache: 100 })
 })
@@ -141,6 +142,47 @@ describe.each([
 })
 
 describe('locks', () => {
+  it('a draw that overlaps a move of the sequence waits and returns a value from after the move', async () => {
+    const { lockKey } = resolveSqlOptions({ layout: instagram })
+    const mover = new pg.Client({ connectionString: url })
+    await mover.connect()
+    try {
+      // The mover's first steps: the lock, then id_gen "not called" (readers see NULL).
+      await mover.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const g = (await mover.query('SELECT last_value::text AS g FROM shard_5.id_gen')).rows[0]
+        .g as string
+      await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint, false)`, [g])
+      let done = false
+      const drawer = raw<{ id: string }>(url, 'SELECT shard_5.next_id()::text AS id').then(
+        (rows) => {
+          done = true
+          return rows
+        },
+      )
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      expect(done).toBe(false) // the draw saw the move in progress and waits
+      // The move: the sequence jumps forward, then a new generation, then the lock goes.
+      const last = BigInt(
+        (await mover.query('SELECT last_value::text AS v FROM shard_5.id_seq')).rows[0].v as string,
+      )
+      const target = last + 200_000n
+      await mover.query(`SELECT setval('shard_5.id_seq', $1::bigint, true)`, [target.toString()])
+      await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint + 1, true)`, [g])
+      await mover.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      const [row] = await drawer
+      const id = BigInt(row!.id)
+      const value = ((id >> 23n) << 10n) | (id & 1023n) // back to the sequence's ID space
+      expect(value > target).toBe(true)
+      const advisory = await raw<{ n: string }>(
+        url,
+        `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory'`,
+      )
+      expect(advisory[0]!.n).toBe('0')
+    } finally {
+      await mover.end()
+    }
+  })
+
   it('recovers when a session died while moving the sequence (id_gen left NULL)', async () => {
     const [before] = await raw<{ id: string }>(url, 'SELECT shard_5.next_id()::text AS id')
     await raw(
