@@ -10,6 +10,7 @@
  *   node dist/bench.js --counts 100,5000        # smaller runs
  *   node dist/bench.js --batch 1000 --json      # 1000 rows per save(), JSON out
  *   node dist/bench.js --save results.json      # the table, and the JSON into a file
+ *   node dist/bench.js --batch 1000 --sort      # each batch ordered by shard (ascending IDs)
  *
  * MYSQL_URL / PG_URL point at the server (defaults: root@127.0.0.1:3306, postgres@127.0.0.1:5432);
  * the benchmark makes its own databases, named sf_typeorm_example*.
@@ -33,6 +34,7 @@ const { values: args } = parseArgs({
     batch: { type: 'string', default: '1' },
     users: { type: 'string', default: '1000' },
     shards: { type: 'string', default: '16' },
+    sort: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     save: { type: 'string' },
   },
@@ -118,7 +120,15 @@ async function main() {
     await dataSource.destroy()
     await setup.close()
   }
-  const report = { db: setup.server, batch, rounds, users: users.length, logicalShards, results }
+  const report = {
+    db: setup.server,
+    batch,
+    sorted: args.sort,
+    rounds,
+    users: users.length,
+    logicalShards,
+    results,
+  }
   if (args.save) writeFileSync(args.save, `${JSON.stringify(report, null, 2)}\n`)
   if (args.json) {
     console.log(JSON.stringify(report, null, 2))
@@ -139,6 +149,8 @@ async function insert(dataSource: DataSource, variant: Variant, rows: number, fi
         title: `post ${first + i + k}`,
       }),
     )
+    // --sort: rows of one shard together, so a multi-row INSERT carries ascending IDs.
+    if (args.sort) posts.sort((a, b) => shardOfUser(a.userId) - shardOfUser(b.userId))
     const before = performance.now()
     await repository.save(posts.length === 1 ? posts[0]! : posts)
     latencies.push(performance.now() - before)
@@ -215,6 +227,10 @@ async function setupPostgres() {
   }
 }
 
+function shardOfUser(userId: string): number {
+  return Number(BigInt(userId) % BigInt(logicalShards))
+}
+
 function median(values: readonly number[]): number {
   return percentile(values, 0.5)
 }
@@ -229,7 +245,10 @@ function percentile(values: readonly number[], p: number): number {
 }
 
 function print(server: string, results: readonly Result[]) {
-  const mode = batch === 1 ? 'one row per save()' : `${batch} rows per save()`
+  const mode =
+    batch === 1
+      ? 'one row per save()'
+      : `${batch} rows per save()${args.sort ? ', sorted by shard' : ''}`
   console.log(
     `${server} · TypeORM · ${mode} · ${rounds} alternating rounds (medians) · ${users.length} users on ${logicalShards} logical shards\n`,
   )
