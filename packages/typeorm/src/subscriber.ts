@@ -352,22 +352,27 @@ function contextOf(queryRunner: QueryRunner | undefined): IdRequestContext | und
   }
 }
 
-/** A parent in the same call that lists `item` in its one-to-many relation (a cascade). */
+/**
+ * The parent of `item` when its `sameShardAs` property is empty: the object its relation points
+ * at (the property itself, or the relation sharing the property's column), or a parent in the
+ * same call that lists `item` in its one-to-many relation (a cascade).
+ */
 function findParentInBatch(
   item: Pending,
   ref: string,
   batch: Pending[],
 ): ObjectLiteral | undefined {
+  const column = item.metadata.findColumnWithPropertyName(ref)
   const relation =
     item.metadata.findRelationWithPropertyPath(ref) ??
     item.metadata.relations.find((candidate) =>
-      candidate.joinColumns.some(
-        (joinColumn) =>
-          joinColumn.databaseName === item.metadata.findColumnWithPropertyName(ref)?.databaseName,
-      ),
+      candidate.joinColumns.some((joinColumn) => joinColumn.databaseName === column?.databaseName),
     )
-  const inverse = relation?.inverseRelation
-  if (!relation || !inverse) return undefined
+  if (!relation) return undefined
+  const target: unknown = relation.getEntityValue(item.entity)
+  if (target !== null && typeof target === 'object') return target
+  const inverse = relation.inverseRelation
+  if (!inverse) return undefined
   for (const candidate of batch) {
     if (candidate === item || !isOf(candidate.metadata, relation.inverseEntityMetadata)) continue
     const children: unknown = inverse.getEntityValue(candidate.entity)
@@ -384,7 +389,12 @@ function isOf(metadata: EntityMetadata, expected: EntityMetadata): boolean {
 
 function primaryKeyOf(parent: object, item: Pending, ref: unknown): string | bigint {
   const relation =
-    typeof ref === 'string' ? item.metadata.findRelationWithPropertyPath(ref) : undefined
+    typeof ref === 'string'
+      ? (item.metadata.findRelationWithPropertyPath(ref) ??
+        item.metadata.relations.find(
+          (candidate) => candidate.getEntityValue(item.entity) === parent,
+        ))
+      : undefined
   const sharded = findShardedId(parent.constructor)
   const value: unknown = relation
     ? relation.inverseEntityMetadata.primaryColumns[0]?.getEntityValue(parent)

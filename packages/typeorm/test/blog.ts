@@ -61,7 +61,24 @@ export class Comment {
   body!: string
 }
 
-export const entities = [Author, Post, Comment]
+/** The comments table again, with its parent named by the foreign-key column. */
+@Entity('comments')
+export class CommentByColumn {
+  @ShardedId<CommentByColumn>({ sameShardAs: 'postId' })
+  id?: string
+
+  @Column({ type: 'bigint', name: 'post_id' })
+  postId?: string
+
+  @ManyToOne(() => Post, { cascade: ['insert'] })
+  @JoinColumn({ name: 'post_id' })
+  post?: Post
+
+  @Column({ type: 'varchar' })
+  body!: string
+}
+
+export const entities = [Author, Post, Comment, CommentByColumn]
 
 /** TypeORM options for the suite's database. */
 export function dataSourceOptions(raw: RawDatabase): DataSourceOptions {

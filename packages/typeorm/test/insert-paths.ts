@@ -20,7 +20,7 @@ import {
 } from '@shardflake/core'
 import type { DataSource, Logger } from 'typeorm'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { Author, asAsync, blogDataSource, Comment, Post } from './blog'
+import { Author, asAsync, blogDataSource, Comment, CommentByColumn, Post } from './blog'
 
 const logicalShards = 64
 
@@ -141,6 +141,30 @@ export function describeInsertPaths(tag: string): void {
         expect(String(row?.post_id)).toBe(post.id)
         expect(instagram.shardOf(String(row?.id))).toBe(instagram.shardOf(post.id!))
         expect(instagram.shardOf(post.id!)).toBe(integerShard(authorIds[2]!, logicalShards))
+      })
+
+      it('finds the parent of a child through a saved relation, a reference, or its key column', async () => {
+        const posts = dataSource.getRepository(Post)
+        const post = await posts.save(
+          Object.assign(new Post(), { authorId: authorIds[0]!, title: 'parent saved' }),
+        )
+        const comments = dataSource.getRepository(Comment)
+        const byRelation = await comments.save(Object.assign(new Comment(), { body: 'r', post }))
+        const byReference = await comments.save({ body: 'ref', post: { id: post.id } as Post })
+        const byColumn = await dataSource
+          .getRepository(CommentByColumn)
+          .save(Object.assign(new CommentByColumn(), { body: 'col', postId: post.id }))
+        // A new parent in the same call, named by the child's key column (still empty).
+        const parent = Object.assign(new Post(), { authorId: authorIds[2]!, title: 'col parent' })
+        const cascaded = await dataSource
+          .getRepository(CommentByColumn)
+          .save(Object.assign(new CommentByColumn(), { body: 'col cascade', post: parent }))
+        for (const comment of [byRelation, byReference, byColumn]) {
+          expect(instagram.shardOf(comment.id!)).toBe(instagram.shardOf(post.id!))
+        }
+        expect(instagram.shardOf(cascaded.id!)).toBe(integerShard(authorIds[2]!, logicalShards))
+        const [row] = await raw.query(`SELECT post_id FROM comments WHERE body = ${p(1)}`, ['col'])
+        expect(String(row?.post_id)).toBe(post.id)
       })
 
       it('follows plain objects through a cascade (the README quick start)', async () => {
