@@ -13,6 +13,7 @@ import {
 } from '@shardflake/core'
 import { mysqlShardStatements } from '@shardflake/mysql'
 import { postgresSql } from '@shardflake/postgres'
+import pg from 'pg'
 import { DataSource, EntitySchema } from 'typeorm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ShardedId, shardedIdColumn, shardMigration, useShardedIds } from '../src'
@@ -26,6 +27,18 @@ export function describeConfiguration(tag: string): void {
       const dataSource = new DataSource({ type: 'postgres', parseInt8: true, entities })
       expect(() => useShardedIds(dataSource, { source: source() })).toThrow(ConfigurationError)
       expect(() => useShardedIds(dataSource, { source: source() })).toThrow(/parseInt8/)
+    })
+
+    it('refuses a pg type parser that turns BIGINT into a number', () => {
+      const dataSource = new DataSource({ type: 'postgres', entities })
+      const before = pg.types.getTypeParser(20)
+      pg.types.setTypeParser(20, Number)
+      try {
+        expect(() => useShardedIds(dataSource, { source: source() })).toThrow(ConfigurationError)
+      } finally {
+        pg.types.setTypeParser(20, before)
+      }
+      expect(() => useShardedIds(dataSource, { source: source() })).not.toThrow()
     })
 
     it('refuses mysql2 without bigNumberStrings, in the options or in extra', () => {
