@@ -4,7 +4,9 @@ import {
   NotNullConstraintViolationException,
   p,
   type RequiredEntityData,
+  wrap,
 } from '@mikro-orm/core'
+import { Entity, Property } from '@mikro-orm/decorators/legacy'
 import type { SqlEntityManager } from '@mikro-orm/postgresql'
 import {
   blogSchemaSql,
@@ -21,6 +23,7 @@ import {
 } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { assignShardedIds, shardedId, shardedIds } from '../src'
+import { ShardedId } from '../src/legacy'
 import { AsyncSource } from './support/async-source'
 import { openOrm } from './support/blog'
 import { Author, Comment, Post } from './support/entities-legacy'
@@ -42,6 +45,13 @@ const Audit = defineEntity({
   tableName: 'audits',
   properties: { id: shardedId({ shard: 5 }), body: p.string() },
 })
+/** A decorated entity with a string key from a typed shard function. */
+@Entity({ tableName: 'tags' })
+class Tag {
+  @ShardedId<Tag>({ shardBy: (tag) => tag.label.toLowerCase(), mode: 'string' }) id!: string
+  @Property({ type: 'string' }) label!: string
+}
+
 /** Tenants keep BIGSERIAL keys; invoices are sharded by their tenant's key. */
 const Tenant = defineEntity({
   name: 'Tenant',
@@ -58,6 +68,8 @@ const Invoice = defineEntity({
   },
 })
 const extraSchema = [
+  'DROP TABLE IF EXISTS tags',
+  'CREATE TABLE tags (id BIGINT NOT NULL PRIMARY KEY, label TEXT NOT NULL)',
   'DROP TABLE IF EXISTS invoices',
   'DROP TABLE IF EXISTS tenants',
   'CREATE TABLE tenants (id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL)',
@@ -67,7 +79,7 @@ const extraSchema = [
   'CREATE TABLE notes (id BIGINT NOT NULL PRIMARY KEY, owner BIGINT NOT NULL, body TEXT NOT NULL)',
   'CREATE TABLE audits (id BIGINT NOT NULL PRIMARY KEY, body TEXT NOT NULL)',
 ]
-const entities = [Author, Post, Comment, Note, Audit, Tenant, Invoice]
+const entities = [Author, Post, Comment, Note, Audit, Tenant, Invoice, Tag]
 
 let raw: RawDatabase
 const inProcess = new InProcessSource({ layout: instagram, shards: 'all' })
@@ -142,6 +154,17 @@ describe('with an in-process (sync) source', () => {
       'string key',
     ])
     expect(row?.id).toBe(note.id)
+  })
+
+  it('gives a decorated string key from a shard function, written to JSON as a string', async () => {
+    const em = syncOrm.em.fork()
+    const tag = em.create(Tag, { label: 'Sharding' })
+    await em.flush()
+    expect(typeof tag.id).toBe('string')
+    expect(instagram.shardOf(tag.id)).toBe(hashShard('sharding', logicalShards))
+    expect(JSON.parse(JSON.stringify(wrap(tag).toJSON())).id).toBe(tag.id)
+    const [row] = await raw.query('SELECT id::text AS id FROM tags')
+    expect(row?.id).toBe(tag.id)
   })
 
   it("shards by a relation to an autoincrement entity with that entity's key", async () => {
@@ -323,7 +346,7 @@ it('refuses to create a sharded entity when no shardedIds() subscriber is regist
 
 it('declares every form of the key as a BIGINT that the database does not generate', async () => {
   const sql = await syncOrm.schema.getCreateSchemaSQL({ wrap: false })
-  for (const table of ['authors', 'posts', 'comments', 'notes', 'audits', 'invoices']) {
+  for (const table of ['authors', 'posts', 'comments', 'notes', 'audits', 'invoices', 'tags']) {
     const create = new RegExp(`create table "${table}" \\("id" bigint not null`)
     expect(sql).toMatch(create)
   }
