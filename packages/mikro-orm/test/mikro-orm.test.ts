@@ -191,6 +191,34 @@ describe('with an in-process (sync) source', () => {
   })
 })
 
+describe.each([
+  ['sync', () => syncOrm],
+  ['async', () => asyncOrm],
+] as const)('with a %s source and entities made with new', (kind, orm) => {
+  it('cascades from a persisted child to its new parent, foreign key and shards right', async () => {
+    const em = orm().em.fork()
+    const author = new Author()
+    author.email = `cascade-${kind}@example.com`
+    const post = new Post()
+    post.author = author
+    post.title = `cascade ${kind}`
+    const comment = new Comment()
+    comment.body = `cascade ${kind}`
+    post.comments.add(comment)
+    em.persist(comment)
+    await em.flush()
+    const [row] = await raw.query(
+      'SELECT p.id AS post, p.author_id AS author, c.id AS comment FROM comments c JOIN posts p ON p.id = c.post_id WHERE c.body = $1',
+      [`cascade ${kind}`],
+    )
+    expect(String(row?.author)).toBe(String(author.id))
+    expect(String(row?.post)).toBe(String(post.id))
+    expect(String(row?.comment)).toBe(String(comment.id))
+    const shard = hashShard(author.email, logicalShards)
+    for (const id of [author.id, post.id, comment.id]) expect(instagram.shardOf(id)).toBe(shard)
+  })
+})
+
 describe('with an async (database-like) source', () => {
   it('assigns a whole flush in one nextIds per shard, with children carrying their parent keys', async () => {
     const em = asyncOrm.em.fork()
