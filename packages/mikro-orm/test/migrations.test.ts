@@ -40,6 +40,7 @@ it("runs @shardflake/postgres's generated DDL up and down through MikroORM's mig
     extensions: [Migrator],
     migrations: {
       silent: true,
+      snapshot: false,
       migrationsList: [
         { name: 'Migration20260101000000Shards', class: Migration20260101000000Shards },
       ],
