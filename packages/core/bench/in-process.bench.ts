@@ -10,9 +10,9 @@
  * Runs alternate and the medians of several rounds are reported. `--json` prints JSON only.
  */
 import { Snowflake } from '@sapphire/snowflake'
+import { InProcessSource, instagram } from '@shardflake/core'
 import { Bench } from 'tinybench'
 import { v7 as uuidv7 } from 'uuid'
-import { InProcessSource, instagram } from '@shardflake/core'
 
 const json = process.argv.includes('--json')
 const rounds = Number(process.env.ROUNDS ?? 5)
