@@ -10,7 +10,8 @@ export {
   resolveLogicalShards,
   type SyncIdSource,
 } from './id-source'
-export { type IdInput, toBigInt } from './id-value'
+export { type IdInput, toBigInt, toSigned64, toUnsigned64 } from './id-value'
+export { checkIdentifier } from './identifier'
 export {
   InProcessSource,
   type InProcessSourceOptions,
@@ -27,6 +28,11 @@ export {
   type LayoutDescription,
   type LayoutOptions,
 } from './layout'
+export {
+  PrefetchBuffers,
+  type PrefetchOptions,
+  PrefetchSource,
+} from './prefetch-source'
 export { discord, instagram, presets, sonyflake, twitter } from './presets'
 export { RoutedSource } from './routed-source'
 export {

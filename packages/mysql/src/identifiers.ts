@@ -1,18 +1,7 @@
-import { InvalidIdentifierError } from '@shardflake/core'
+import { checkIdentifier } from '@shardflake/core'
 
-const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/
-
-/**
- * Throws unless `value` is a plain lower-case identifier (1-63 characters of a-z, 0-9 and `_`,
- * starting with a letter or `_`), the only names the generated SQL accepts.
- * @throws InvalidIdentifierError
- */
-export function checkIdentifier(kind: string, value: string): string {
-  if (typeof value !== 'string' || !IDENTIFIER.test(value)) {
-    throw new InvalidIdentifierError(kind, String(value))
-  }
-  return value
-}
+// The validation is core's (1-63 characters of a-z, 0-9 and `_`); MySQL quotes with backquotes.
+export { checkIdentifier }
 
 /** A validated identifier in backquotes. @throws InvalidIdentifierError */
 export function quoteIdentifier(kind: string, value: string): string {

@@ -1,19 +1,6 @@
-import { InvalidIdentifierError } from '@shardflake/core'
+import { checkIdentifier, InvalidIdentifierError } from '@shardflake/core'
 
-const PLAIN = /^[a-z_][a-z0-9_]{0,62}$/
-
-/**
- * Validates a schema, table or column name: 1-63 characters of `a-z`, `0-9` and `_`, starting
- * with a letter or `_`. Anything else (quotes, dots, spaces, upper case) is refused, never
- * interpolated.
- * @throws InvalidIdentifierError
- */
-export function checkIdentifier(kind: string, value: unknown): string {
-  if (typeof value !== 'string' || !PLAIN.test(value)) {
-    throw new InvalidIdentifierError(kind, String(value))
-  }
-  return value
-}
+export { checkIdentifier }
 
 /** A validated identifier in double quotes. @throws InvalidIdentifierError */
 export function quoteIdent(kind: string, value: unknown): string {

@@ -5,6 +5,7 @@ import {
   type IdSource,
   InvalidLayoutError,
   type Layout,
+  resolveLogicalShards,
   ShardOutOfRangeError,
   SourceUnavailableError,
 } from '@shardflake/core'
@@ -239,16 +240,7 @@ export class RedisSource implements IdSource {
         `${inputs.length} servers cannot share the ${layout.maxSequence + 1} sequence values of a tick.`,
       )
     }
-    this.logicalShards = options.logicalShards ?? layout.shardCount
-    if (
-      !Number.isSafeInteger(this.logicalShards) ||
-      this.logicalShards < 1 ||
-      this.logicalShards > layout.shardCount
-    ) {
-      throw new ConfigurationError(
-        `logicalShards must be an integer from 1 to ${layout.shardCount}, got ${options.logicalShards}.`,
-      )
-    }
+    this.logicalShards = resolveLogicalShards(layout, options.logicalShards)
     const maxDriftMs = options.maxDriftMs ?? 10
     const maxWaitMs = options.maxWaitMs ?? 100
     const retryAfterMs = options.retryAfterMs ?? 1_000

@@ -122,4 +122,12 @@ describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', (
     const otherDrift = open({ maxDriftMs: 50 })
     await expect(otherDrift.nextId(16)).rejects.toMatchObject({ code: 'CONFIGURATION' })
   })
+
+  it('refuses a logicalShards outside 1 .. the layout shard count', () => {
+    for (const logicalShards of [0, 8193, 1.5]) {
+      expect(() => new RedisSource({ layout: instagram, servers: urls, logicalShards })).toThrow(
+        ConfigurationError,
+      )
+    }
+  })
 })

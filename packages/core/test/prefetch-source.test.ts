@@ -1,0 +1,126 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import {
+  ConfigurationError,
+  type IdSource,
+  InProcessSource,
+  InvalidArgumentError,
+  instagram,
+  PrefetchSource,
+  SourceUnavailableError,
+} from '../src'
+
+/** An async source over the in-process generator that records every batch it is asked for. */
+function countingSource() {
+  const inner = new InProcessSource({ layout: instagram, shards: 'all' })
+  const calls: Array<[shard: number, count: number]> = []
+  let failNext = false
+  const source: IdSource = {
+    layout: instagram,
+    synchronous: false,
+    logicalShards: 2000,
+    async nextId(shard) {
+      return (await this.nextIds(shard, 1))[0]!
+    },
+    async nextIds(shard, count) {
+      calls.push([shard, count])
+      await new Promise((resolve) => setTimeout(resolve, 1))
+      if (failNext) {
+        failNext = false
+        throw new SourceUnavailableError('down')
+      }
+      return inner.nextIds(shard, count)
+    },
+  }
+  return { source, calls, failOnce: () => (failNext = true) }
+}
+
+const ascending = (ids: readonly bigint[]) => ids.every((id, i) => i === 0 || ids[i - 1]! < id)
+
+describe('PrefetchSource', () => {
+  afterEach(() => vi.useRealTimers())
+
+  it('serves single IDs and small batches from one round trip per shard', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 100 })
+    expect(prefetch.layout).toBe(instagram)
+    expect(prefetch.logicalShards).toBe(2000)
+    const ids: bigint[] = []
+    for (let i = 0; i < 10; i++) ids.push(await prefetch.nextId(5))
+    for (let i = 0; i < 9; i++) ids.push(...(await prefetch.nextIds(5, 10)))
+    expect(calls).toEqual([[5, 100]])
+    expect(ids).toHaveLength(100)
+    expect(ascending(ids)).toBe(true)
+    expect(ids.every((id) => instagram.shardOf(id) === 5)).toBe(true)
+    await prefetch.nextId(5)
+    await prefetch.nextId(9)
+    expect(calls).toEqual([
+      [5, 100],
+      [5, 100],
+      [9, 100],
+    ])
+  })
+
+  it('uses what is left first, and fetches a large batch plus the buffer size', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 10 })
+    const first = await prefetch.nextIds(5, 7)
+    const second = await prefetch.nextIds(5, 25)
+    expect(calls).toEqual([
+      [5, 10],
+      [5, 32],
+    ])
+    const all = [...first, ...second]
+    expect(ascending(all)).toBe(true)
+    expect(new Set(all).size).toBe(32)
+    await prefetch.nextIds(5, 10)
+    expect(calls).toHaveLength(2)
+  })
+
+  it('shares one fetch between concurrent callers and never repeats an ID', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 50 })
+    const batches = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        i % 2 ? prefetch.nextId(5).then((id) => [id]) : prefetch.nextIds(5, 3),
+      ),
+    )
+    const all = batches.flat()
+    expect(all).toHaveLength(400)
+    expect(new Set(all).size).toBe(400)
+    for (const batch of batches) expect(ascending(batch)).toBe(true)
+    expect(calls.length).toBeLessThanOrEqual(10)
+  })
+
+  it('drops IDs older than maxAgeMs', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] })
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 100, maxAgeMs: 500 })
+    const a = await prefetch.nextId(5)
+    vi.setSystemTime(Date.now() + 400)
+    await prefetch.nextId(5)
+    expect(calls).toHaveLength(1)
+    vi.setSystemTime(Date.now() + 200)
+    const c = await prefetch.nextId(5)
+    expect(calls).toHaveLength(2)
+    expect(c).toBeGreaterThan(a)
+  })
+
+  it('passes a failed fetch on and fetches again on the next call', async () => {
+    const { source, calls, failOnce } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 10 })
+    failOnce()
+    await expect(prefetch.nextId(5)).rejects.toBeInstanceOf(SourceUnavailableError)
+    expect(instagram.shardOf(await prefetch.nextId(5))).toBe(5)
+    expect(calls).toHaveLength(2)
+  })
+
+  it('refuses bad options and counts', async () => {
+    const { source } = countingSource()
+    expect(() => new PrefetchSource(source, { size: 0 })).toThrow(ConfigurationError)
+    expect(() => new PrefetchSource(source, { size: 1.5 })).toThrow(ConfigurationError)
+    expect(() => new PrefetchSource(source, { size: 10, maxAgeMs: -1 })).toThrow(ConfigurationError)
+    await expect(new PrefetchSource(source, { size: 10 }).nextIds(5, 0)).rejects.toBeInstanceOf(
+      InvalidArgumentError,
+    )
+  })
+})
