@@ -1,0 +1,113 @@
+import {
+  InvalidArgumentError,
+  type Layout,
+  parseShardList,
+  ShardflakeError,
+  SourceUnavailableError,
+} from '@shardflake/core'
+import type { Command } from 'commander'
+import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
+import type { CliIo } from './program'
+
+/** The flags {@link addShardOptions} adds (with the layout's), as commander parses them. */
+export interface ShardFlags extends LayoutFlags {
+  shards: string
+  schemaPrefix: string
+  url?: string
+}
+
+/**
+ * Adds what every `sql <db>` / `install <db>` command takes: the required `--shards`, the
+ * `--schema-prefix` (shard n lives in `<prefix><n>`, described as `container`), the command's own
+ * options (`own`, listed before the layout's in `--help`) and the layout flags.
+ */
+export function addShardOptions(
+  command: Command,
+  container: 'schema' | 'database',
+  own: (command: Command) => Command = (c) => c,
+): Command {
+  return addLayoutOptions(
+    own(
+      command
+        .requiredOption('--shards <list>', 'logical shards: a-b, or a list like 0-99,200')
+        .option('--schema-prefix <prefix>', `${container} of shard n is <prefix><n>`, 'shard_'),
+    ),
+  )
+}
+
+/**
+ * The layout and the shards of the flags. The epoch is required (it is baked into the SQL), and
+ * every shard must fit the layout.
+ * @throws InvalidArgumentError / InvalidLayoutError / ShardOutOfRangeError with a message for the user.
+ */
+export function readShardFlags(flags: ShardFlags): { layout: Layout; shards: number[] } {
+  if (flags.epoch === undefined) {
+    throw new InvalidArgumentError(
+      'Give the epoch of your IDs with --epoch <ISO date> (pick it once, at launch; it is baked into the SQL).',
+    )
+  }
+  const layout = readLayout(flags)
+  const shards = parseShardList(flags.shards)
+  for (const shard of shards) layout.checkShard(shard)
+  return { layout, shards }
+}
+
+/** A whole-number flag as a number (undefined when not given). @throws InvalidArgumentError */
+export function wholeNumberFlag(flag: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined
+  if (!/^\d+$/.test(value)) {
+    throw new InvalidArgumentError(`${flag} must be a whole number, got ${JSON.stringify(value)}.`)
+  }
+  return Number(value)
+}
+
+/** The `--url` flag, else the environment variable. @throws InvalidArgumentError */
+export function urlFlag(flags: ShardFlags, variable: string, what: string): string {
+  const url = flags.url ?? process.env[variable]
+  if (!url) throw new InvalidArgumentError(`Give the ${what} with --url or ${variable}.`)
+  return url
+}
+
+/**
+ * Runs an install on an open connection and closes it whatever happens, turning a driver's error
+ * (the server cannot be reached, refuses the login, ...) into `SourceUnavailableError` ("Could
+ * not install into the <what>: ..."); shardflake's own errors pass through.
+ */
+export async function runInstall<C, R>(
+  what: string,
+  connection: C,
+  install: (connection: C) => Promise<R>,
+  close: (connection: C) => Promise<unknown>,
+): Promise<R> {
+  try {
+    return await install(connection)
+  } catch (error) {
+    if (error instanceof ShardflakeError) throw error
+    throw new SourceUnavailableError(
+      `Could not install into the ${what}: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
+  } finally {
+    await close(connection).catch(() => undefined)
+  }
+}
+
+/** A one-line progress bar on stderr (redrawn in a terminal, every 10 % otherwise). */
+export function progressBar(io: CliIo) {
+  const tty = process.stderr.isTTY === true
+  let lastTenth = -1
+  return ({ done, total, shard }: { done: number; total: number; shard: number }) => {
+    const width = 30
+    const filled = Math.round((done / total) * width)
+    const line = `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} shards (shard ${shard})`
+    if (tty) {
+      process.stderr.write(`\r${line}${done === total ? '\n' : ''}`)
+      return
+    }
+    const tenth = Math.floor((done / total) * 10)
+    if (tenth !== lastTenth || done === total) {
+      lastTenth = tenth
+      io.stderr(line)
+    }
+  }
+}
