@@ -1,10 +1,10 @@
 /**
  * next_id() against bare nextval(), next_ids(1000), and INSERT throughput with DEFAULT next_id()
- * or client-sent IDs against bigserial, with pgbench (real PostgreSQL, PG_URL). Cells run
- * round-robin (rep 1 of every cell, then rep 2, ...) and each figure is the median of the reps;
- * ratios compare cells of the same run.
+ * or client-sent IDs against bigserial, with pgbench (real PostgreSQL, PG_URL). Each variant runs
+ * back to back with its baseline, in alternating order, once per rep; a ratio is the median of the
+ * per-pair ratios, so load that drifts over seconds on a shared machine falls on both sides alike.
  *
- *   node bench/postgres.bench.ts [--seconds 5] [--reps 3] [--json]
+ *   node bench/postgres.bench.ts [--seconds 2] [--reps 7] [--json]
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
@@ -19,8 +19,8 @@ const option = (name: string, fallback: number) => {
   const index = args.indexOf(`--${name}`)
   return index >= 0 ? Number(args[index + 1]) : fallback
 }
-const seconds = option('seconds', 5)
-const reps = option('reps', 3)
+const seconds = option('seconds', 2)
+const reps = option('reps', 7)
 const json = args.includes('--json')
 const serverUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const DB = 'sf_pg_bench'
@@ -129,20 +129,37 @@ function pgbench(cell: Cell): number {
 }
 
 const results = new Map<string, number[]>()
+/** Ratios of each variant to its baseline, one per rep, each from two runs back to back. */
+const pairRatios = new Map<string, number[]>()
+const record = (map: Map<string, number[]>, name: string, value: number) => {
+  const list = map.get(name) ?? []
+  list.push(value)
+  map.set(name, list)
+}
+const run = async (cell: Cell): Promise<number> => {
+  if (cell.script.startsWith('insert')) {
+    await pool.query('TRUNCATE t_serial, t_default, t_client')
+    await pool.query('CHECKPOINT')
+  }
+  const ids = pgbench(cell) * cell.idsPerTx
+  record(results, key(cell.script, cell.clients), ids)
+  if (!json) process.stderr.write(`${key(cell.script, cell.clients)}: ${Math.round(ids)} IDs/s\n`)
+  return ids
+}
+const byKey = new Map(cells.map((cell) => [key(cell.script, cell.clients), cell]))
 for (let rep = 0; rep < reps; rep++) {
+  if (!json) process.stderr.write(`rep ${rep + 1}/${reps}\n`)
   for (const cell of cells) {
-    if (cell.script.startsWith('insert')) {
-      await pool.query('TRUNCATE t_serial, t_default, t_client')
-      await pool.query('CHECKPOINT')
-    }
-    const ids = pgbench(cell) * cell.idsPerTx
-    const list = results.get(key(cell.script, cell.clients)) ?? []
-    list.push(ids)
-    results.set(key(cell.script, cell.clients), list)
-    if (!json)
-      process.stderr.write(
-        `rep ${rep + 1}/${reps} ${key(cell.script, cell.clients)}: ${Math.round(ids)} IDs/s\n`,
-      )
+    if (!cell.baseline) continue
+    // The variant and its baseline back to back, in alternating order, so that the load of a
+    // shared machine (which drifts over seconds) falls on both sides of each ratio alike.
+    const base = byKey.get(cell.baseline)!
+    const first = rep % 2 === 0 ? base : cell
+    const second = first === base ? cell : base
+    const a = await run(first)
+    const b = await run(second)
+    const [baseIds, cellIds] = first === base ? [a, b] : [b, a]
+    record(pairRatios, key(cell.script, cell.clients), cellIds / baseIds)
   }
 }
 await pool.end().catch(() => undefined)
@@ -158,25 +175,28 @@ const median = (values: number[]) => {
 }
 const rows = cells.map((cell) => {
   const values = results.get(key(cell.script, cell.clients))!
-  const ids = median(values)
-  const base = cell.baseline ? median(results.get(cell.baseline)!) : undefined
+  const ratios = pairRatios.get(key(cell.script, cell.clients))
   return {
     cell: key(cell.script, cell.clients),
-    idsPerSecond: Math.round(ids),
+    idsPerSecond: Math.round(median(values)),
     min: Math.round(Math.min(...values)),
     max: Math.round(Math.max(...values)),
     baseline: cell.baseline ?? null,
-    ratio: base ? Number((ids / base).toFixed(2)) : null,
+    ratio: ratios ? Number(median(ratios).toFixed(2)) : null,
+    ratioMin: ratios ? Number(Math.min(...ratios).toFixed(2)) : null,
+    ratioMax: ratios ? Number(Math.max(...ratios).toFixed(2)) : null,
   }
 })
 if (json) {
   console.log(JSON.stringify({ seconds, reps, rows }, null, 2))
 } else {
-  console.log(`| cell | IDs/s (median of ${reps} x ${seconds} s) | min..max | baseline | ratio |`)
-  console.log('|---|---:|---:|---|---:|')
+  console.log(
+    `| cell | IDs/s (median of ${seconds} s runs) | min..max | baseline | ratio (median of ${reps} pairs) | ratio min..max |`,
+  )
+  console.log('|---|---:|---:|---|---:|---:|')
   for (const row of rows) {
     console.log(
-      `| ${row.cell} | ${row.idsPerSecond.toLocaleString('en')} | ${row.min.toLocaleString('en')}..${row.max.toLocaleString('en')} | ${row.baseline ?? ''} | ${row.ratio ?? ''} |`,
+      `| ${row.cell} | ${row.idsPerSecond.toLocaleString('en')} | ${row.min.toLocaleString('en')}..${row.max.toLocaleString('en')} | ${row.baseline ?? ''} | ${row.ratio ?? ''} | ${row.ratio === null ? '' : `${row.ratioMin}..${row.ratioMax}`} |`,
     )
   }
 }

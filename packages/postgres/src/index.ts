@@ -1,3 +1,4 @@
+export type { PrefetchOptions } from '@shardflake/core'
 export type { SqlClient } from './client'
 export { checkIdentifier, quoteIdent } from './identifiers'
 export {
@@ -9,7 +10,7 @@ export {
   readInstalledShards,
   setDefault,
 } from './installer'
-export { PostgresSource, type PostgresSourceOptions, type PrefetchOptions } from './source'
+export { PostgresSource, type PostgresSourceOptions } from './source'
 export {
   commonSql,
   defaultClause,

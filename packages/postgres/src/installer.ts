@@ -118,11 +118,14 @@ async function transaction(session: Session, o: ResolvedSqlOptions, script: stri
   }
 }
 
+/** A layout in one line, for error messages. @internal */
+export function describeLayout(layout: Layout): string {
+  return `${JSON.stringify(layout.name)} (epoch ${new Date(layout.epoch).toISOString()}, time/shard/worker/sequence ${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, ${layout.timeUnitMs} ms unit, order ${layout.order.join(',')})`
+}
+
 function mismatch(o: ResolvedSqlOptions, installed: Layout): LayoutMismatchError {
-  const describe = (layout: Layout) =>
-    `${JSON.stringify(layout.name)} (epoch ${new Date(layout.epoch).toISOString()}, time/shard/worker/sequence ${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, ${layout.timeUnitMs} ms unit, order ${layout.order.join(',')})`
   return new LayoutMismatchError(
-    `Schema ${JSON.stringify(o.schema)} already holds layout ${describe(installed)}; refusing to install layout ${describe(o.layout)} over it: IDs would lose their order and could repeat. Use the installed layout, or another schema (option schema) in another database.`,
+    `Schema ${JSON.stringify(o.schema)} already holds layout ${describeLayout(installed)}; refusing to install layout ${describeLayout(o.layout)} over it: IDs would lose their order and could repeat. Use the installed layout, or another schema (option schema) in another database.`,
   )
 }
 

@@ -7,25 +7,18 @@ import {
   type IdSource,
   InvalidLayoutError,
   type Layout,
+  LayoutMismatchError,
+  PrefetchBuffers,
+  type PrefetchOptions,
+  ShardflakeError,
   ShardMap,
   ShardOutOfRangeError,
   SourceUnavailableError,
 } from '@shardflake/core'
 import type { SqlClient } from './client'
-import { quoteIdent } from './identifiers'
+import { checkIdentifier, quoteIdent } from './identifiers'
+import { describeLayout, readInstalledLayout } from './installer'
 import { shardSchemaName } from './sql'
-
-/** A small buffer of IDs fetched ahead, per shard. */
-export interface PrefetchOptions {
-  /** IDs fetched per round trip when the buffer of a shard is empty. */
-  size: number
-  /**
-   * The oldest a buffered ID may be when handed out, in ms; older ones are dropped (gaps, never
-   * repeats).
-   * @default 1000
-   */
-  maxAgeMs?: number
-}
 
 /** What {@link PostgresSource} takes. */
 export interface PostgresSourceOptions {
@@ -39,13 +32,22 @@ export interface PostgresSourceOptions {
   databases: SqlClient | ShardMap<SqlClient>
   /** @default 'shard_' */
   schemaPrefix?: string
+  /**
+   * The schema holding the metadata the installer wrote (`installPostgres({ schema })`). On its
+   * first use of each database the source reads the layout recorded there and refuses to hand
+   * out IDs made under another layout (`LayoutMismatchError`): decoding them with this source's
+   * layout would give wrong shards and times.
+   * @default 'shardflake'
+   */
+  schema?: string
   /** How many logical shards keys are reduced by. @default the shard map's highest shard + 1 */
   logicalShards?: number
   /**
-   * Hand out single IDs from a per-shard buffer filled `size` at a time, so single inserts do not
-   * pay a round trip each. The trade-off: an ID's embedded time is when it was **made**, up to
-   * `maxAgeMs` before the row is inserted, so IDs from different processes interleave by up to
-   * that much; unused buffered IDs are lost on exit (gaps, never repeats).
+   * Serve single IDs and small batches from a per-shard buffer filled `size` beyond the request
+   * at a time, so single inserts and small flushes pay no round trip of their own. The trade-off:
+   * an ID's embedded time is when it was **made**, up to `maxAgeMs` before the row is inserted,
+   * so IDs from different processes interleave by up to that much; unused buffered IDs are lost
+   * on exit (gaps, never repeats). See {@link PrefetchOptions}.
    * @default undefined (no buffer: one round trip per call)
    */
   prefetch?: PrefetchOptions
@@ -56,13 +58,6 @@ export interface PostgresSourceOptions {
    * @default false
    */
   useContextQuery?: boolean | ((shard: number) => boolean)
-}
-
-interface Buffer {
-  ids: bigint[]
-  next: number
-  fetchedAt: number
-  pending: Promise<void> | undefined
 }
 
 /**
@@ -99,9 +94,10 @@ export class PostgresSource implements IdSource {
   /** Logical shards to databases. */
   readonly map: ShardMap<SqlClient>
   private readonly schemaPrefix: string
-  private readonly prefetch: Required<PrefetchOptions> | undefined
+  private readonly schema: string
+  private readonly verified = new Map<SqlClient, Promise<void>>()
+  private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
-  private readonly buffers = new Map<number, Buffer>()
   private readonly statements = new Map<number, string>()
   private closed = false
 
@@ -125,17 +121,15 @@ export class PostgresSource implements IdSource {
       throw new ConfigurationError('The shard map was made for another layout.')
     }
     this.schemaPrefix = options.schemaPrefix ?? 'shard_'
+    this.schema = checkIdentifier('schema', options.schema ?? 'shardflake')
     shardSchemaName(layout.shardCount - 1, this.schemaPrefix)
     const last = this.map.ranges[this.map.ranges.length - 1]
     this.logicalShards = options.logicalShards ?? (last ? last.to + 1 : layout.shardCount)
     if (options.prefetch) {
-      const { size, maxAgeMs = 1000 } = options.prefetch
-      if (!Number.isSafeInteger(size) || size < 1 || !(maxAgeMs >= 0)) {
-        throw new ConfigurationError(
-          `prefetch.size must be a positive integer and maxAgeMs >= 0, got ${size} and ${maxAgeMs}.`,
-        )
-      }
-      this.prefetch = { size, maxAgeMs }
+      this.buffers = new PrefetchBuffers(
+        (shard, count, context) => this.fetch(shard, count, context),
+        options.prefetch,
+      )
     }
     const use = options.useContextQuery ?? false
     this.useContext = typeof use === 'function' ? use : () => use
@@ -154,51 +148,24 @@ export class PostgresSource implements IdSource {
 
   /** One new ID for a logical shard (from the prefetch buffer when there is one). */
   async nextId(shard: number, context?: IdRequestContext): Promise<bigint> {
-    this.checkShard(shard)
-    if (!this.prefetch) return (await this.fetch(shard, 1, context))[0]!
-    const { size, maxAgeMs } = this.prefetch
-    for (;;) {
-      let buffer = this.buffers.get(shard)
-      if (!buffer) {
-        buffer = { ids: [], next: 0, fetchedAt: 0, pending: undefined }
-        this.buffers.set(shard, buffer)
-      }
-      if (buffer.next < buffer.ids.length && Date.now() - buffer.fetchedAt <= maxAgeMs) {
-        return buffer.ids[buffer.next++]!
-      }
-      if (!buffer.pending) {
-        const target = buffer
-        target.pending = this.fetch(shard, size, context).then(
-          (ids) => {
-            target.ids = ids
-            target.next = 0
-            target.fetchedAt = Date.now()
-            target.pending = undefined
-          },
-          (error: unknown) => {
-            target.pending = undefined
-            throw error
-          },
-        )
-      }
-      await buffer.pending
-    }
+    return (await this.nextIds(shard, 1, context))[0]!
   }
 
-  /** `count` new, ascending IDs for a logical shard, in one round trip (`next_ids(count)`). */
+  /**
+   * `count` new, ascending IDs for a logical shard: from the prefetch buffer when there is one,
+   * else in one round trip (`next_ids(count)`).
+   */
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     this.checkShard(shard)
-    // Buffered IDs are older than the batch: drop them so IDs stay ascending across calls.
-    const buffer = this.buffers.get(shard)
-    if (buffer) buffer.next = buffer.ids.length
+    if (this.buffers) return this.buffers.take(shard, count, context)
     return this.fetch(shard, count, context)
   }
 
   /** Drops the prefetch buffers. The pools belong to the caller, who ends them. */
   close(): void {
     this.closed = true
-    this.buffers.clear()
+    this.buffers?.clear()
   }
 
   private checkShard(shard: number): void {
@@ -225,13 +192,17 @@ export class PostgresSource implements IdSource {
   private async fetch(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     if (this.closed) throw new ConfigurationError('This PostgresSource is closed.')
     const sql = this.statement(shard)
+    const database = this.map.targetFor(shard)
     let rows: readonly unknown[]
     try {
-      if (context?.query && this.useContext(shard)) {
-        rows = await context.query(sql, [count])
-      } else {
-        rows = (await this.map.targetFor(shard).query(sql, [count])).rows
-      }
+      // The first use of a database checks its layout alongside the first fetch (no extra wait).
+      const [, result] = await Promise.all([
+        this.verify(database),
+        context?.query && this.useContext(shard)
+          ? context.query(sql, [count])
+          : database.query(sql, [count]).then((r) => r.rows),
+      ])
+      rows = result
     } catch (error) {
       throw this.translate(error, shard)
     }
@@ -248,7 +219,31 @@ export class PostgresSource implements IdSource {
     return ids
   }
 
+  /** Once per database: the layout recorded there must be this source's. */
+  private verify(database: SqlClient): Promise<void> {
+    let check = this.verified.get(database)
+    if (!check) {
+      check = readInstalledLayout(database, { schema: this.schema }).then((installed) => {
+        if (!installed) {
+          throw new ConfigurationError(
+            `No shardflake layout is recorded in schema ${JSON.stringify(this.schema)} of this database: run installPostgres there (or pass the schema it used as option schema).`,
+          )
+        }
+        if (!installed.equals(this.layout)) {
+          throw new LayoutMismatchError(
+            `This PostgresSource was made for layout ${describeLayout(this.layout)}, but the database holds layout ${describeLayout(installed)}: its IDs would decode to wrong shards and times. Give the source the installed layout.`,
+          )
+        }
+      })
+      // A failed read (a connection error) is tried again on the next call; a mismatch too.
+      check.catch(() => this.verified.delete(database))
+      this.verified.set(database, check)
+    }
+    return check
+  }
+
   private translate(error: unknown, shard: number): unknown {
+    if (error instanceof ShardflakeError) return error
     const code = (error as { code?: unknown } | undefined)?.code
     if (code === 'SF001') {
       // The function waited for the clock as long as it may (see maxWaitMs of the SQL options).

@@ -1,6 +1,9 @@
 import {
   ClockMovedBackwardsError,
+  defineLayout,
+  InvalidIdentifierError,
   instagram,
+  LayoutMismatchError,
   ShardMap,
   ShardOutOfRangeError,
 } from '@shardflake/core'
@@ -22,12 +25,14 @@ let urlB: string
 let poolA: pg.Pool
 let poolB: pg.Pool
 
-/** Counts the statements a client is sent (round trips). */
-function counting(client: SqlClient): SqlClient & { count: number } {
+/** Counts the ID fetches (`next_ids` round trips) and the other statements a client is sent. */
+function counting(client: SqlClient): SqlClient & { count: number; other: number } {
   const wrapper = {
     count: 0,
+    other: 0,
     query(text: string, params?: unknown[]) {
-      wrapper.count++
+      if (text.includes('next_ids')) wrapper.count++
+      else wrapper.other++
       return client.query(text, params)
     },
   }
@@ -130,6 +135,40 @@ describe('PostgresSource over two physical databases', () => {
     expect(client.count).toBe(4)
     expect(fresh > one).toBe(true)
     expect(Date.now() - instagram.decompose(fresh).timestampMs).toBeLessThan(200)
+  })
+
+  it('checks the layout recorded in each database once, and refuses another one', async () => {
+    const client = counting(poolA)
+    const source = new PostgresSource({ layout: instagram, databases: client })
+    await source.nextIds(1, 3)
+    const checks = client.other
+    expect(checks).toBeGreaterThan(0)
+    await source.nextIds(2, 3)
+    await source.nextId(1)
+    expect(client.other).toBe(checks)
+    expect(client.count).toBe(3)
+
+    const other = defineLayout({
+      epoch: '2024-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
+    const wrong = new PostgresSource({ layout: other, databases: poolA })
+    const error = await wrong.nextIds(1, 3).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(LayoutMismatchError)
+    expect((error as Error).message).toMatch(
+      /2024-01-01T00:00:00.000Z.*but the database holds.*2011-08-24/,
+    )
+    await expect(wrong.nextId(1)).rejects.toBeInstanceOf(LayoutMismatchError)
+
+    const elsewhere = new PostgresSource({ layout: instagram, databases: poolA, schema: 'nowhere' })
+    await expect(elsewhere.nextId(1)).rejects.toThrow(
+      /No shardflake layout is recorded in schema "nowhere"/,
+    )
+    expect(
+      () => new PostgresSource({ layout: instagram, databases: poolA, schema: 'x"; --' }),
+    ).toThrow(InvalidIdentifierError)
   })
 
   it('uses the caller connection (context.query) when told to', async () => {

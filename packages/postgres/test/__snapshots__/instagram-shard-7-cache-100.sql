@@ -43,7 +43,7 @@ BEGIN
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM "shard_7".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
-    IF last < target - 5120 + 1 THEN
+    IF last < target - 51200 + 1 THEN
       PERFORM setval('"shard_7".id_seq'::regclass, target, true);
       moved := true;
     END IF;
@@ -137,7 +137,7 @@ BEGIN
       CONTINUE;
     END IF;
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    IF coalesce(pg_sequence_last_value('"shard_7".id_seq'::regclass), -1) < nv - 5120 AND "shard_7"._catch_up() THEN
+    IF coalesce(pg_sequence_last_value('"shard_7".id_seq'::regclass), -1) < nv - 51200 AND "shard_7"._catch_up() THEN
       CONTINUE;
     END IF;
     vs := ARRAY(SELECT nextval('"shard_7".id_seq'::regclass) FROM generate_series(1, n));
@@ -147,7 +147,7 @@ BEGIN
       CONTINUE;
     END IF;
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    IF vs[1] < nv - 5120 AND "shard_7"._catch_up() THEN
+    IF vs[1] < nv - 51200 AND "shard_7"._catch_up() THEN
       CONTINUE;
     END IF;
     IF vs[n] > nv + 1024000 THEN
@@ -168,7 +168,7 @@ DECLARE
 BEGIN
   IF g1 = g2 THEN
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    IF v < nv - 5120 THEN
+    IF v < nv - 51200 THEN
       IF "shard_7"._catch_up() THEN
         RETURN (SELECT x FROM "shard_7".next_ids(1) AS x);
       END IF;
@@ -182,13 +182,15 @@ BEGIN
 END
 $$;
 
+-- The fast path of next_id(): one expression (the draw was not overlapped by a move, and the
+-- value is within the margin behind and the drift ahead of the clock), else the slow path.
 CREATE OR REPLACE FUNCTION "shard_7"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-  IF g1 = g2 AND v >= ((now_ms - 1314220021721) << 10) - 5120 AND v <= ((now_ms - 1314220021721) << 10) + 1024000 THEN
-    RETURN ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0);
-  END IF;
-  RETURN "shard_7"._settle(g1, v, g2);
+  RETURN CASE
+    WHEN g1 = g2 AND v - ((now_ms - 1314220021721) << 10) BETWEEN -51200 AND 1024000 THEN ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0)
+    ELSE "shard_7"._settle(g1, v, g2)
+  END;
 END
 $$;
 
