@@ -72,6 +72,12 @@ const buffered = new MysqlSource({
   schemaPrefix: `${PREFIX}shard_`,
   prefetch: { size: 1000 },
 })
+const bulk = new MysqlSource({
+  layout: instagram,
+  pool,
+  schemaPrefix: `${PREFIX}shard_`,
+  prefetch: { size: 10_000 },
+})
 const tickets = new TicketServerSource({
   servers: [{ pool, database: `${PREFIX}tickets` }],
   sequence: 'bench',
@@ -205,6 +211,16 @@ const cells: Cell[] = [
     baseline: 'AUTO_INCREMENT',
     op: async (p) => {
       const ids = await source.nextIds(1, 1000)
+      await p.query(insertWithIds(ids))
+      return { count: 1000 }
+    },
+  },
+  {
+    group: 'INSERT 1000-row',
+    name: 'MysqlSource (prefetch 10000).nextIds(1000) + INSERT',
+    baseline: 'AUTO_INCREMENT',
+    op: async (p) => {
+      const ids = await bulk.nextIds(1, 1000)
       await p.query(insertWithIds(ids))
       return { count: 1000 }
     },

@@ -26,7 +26,11 @@ export function asDriverError(error: unknown): DriverError | undefined {
 
 /** The parsed `shardflake:KIND:...` message a routine SIGNALed, if any. @internal */
 export function routineSignal(error: unknown): { kind: string; rest: string } | undefined {
-  const e = asDriverError(error)
+  // An ORM's connection (`context.query`) may wrap the driver's error.
+  const wrapper = asDriverError(error) as { driverError?: unknown; cause?: unknown } | undefined
+  const e = [error, wrapper?.driverError, wrapper?.cause]
+    .map(asDriverError)
+    .find((candidate) => candidate?.sqlState !== undefined)
   const text = e?.sqlMessage ?? ''
   if (e?.sqlState !== '45000' || !text.startsWith(SIGNAL_PREFIX)) return undefined
   const body = text.slice(SIGNAL_PREFIX.length)

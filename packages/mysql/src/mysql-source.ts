@@ -2,9 +2,13 @@ import {
   ClockMovedBackwardsError,
   ConfigurationError,
   checkCount,
+  type IdRequestContext,
   type IdSource,
   InvalidArgumentError,
   type Layout,
+  PrefetchBuffers,
+  type PrefetchOptions,
+  resolveLogicalShards,
   type ShardMap,
   ShardMap as ShardMapClass,
   ShardOutOfRangeError,
@@ -46,32 +50,32 @@ export interface MysqlSourceOptions {
   /** End the pools in `close()`. @default false */
   endPools?: boolean
   /**
-   * Reserve `size` IDs per round trip and hand them out from memory (per shard): single-row
-   * inserts then cost no round trip for the ID. Unused IDs are dropped after `maxAgeMs` or on
-   * `close()` (gaps, never repeats); their embedded time is at most `maxAgeMs` old.
+   * Serve single IDs and batches from a per-shard buffer (the core `PrefetchBuffers`, as in
+   * `@shardflake/postgres`): a call the buffer cannot serve takes what is left and reserves `size`
+   * in one round trip, or `n + size` when the `n` IDs it still lacks are more than `size` (at most
+   * 1,000,000 per reserve), so single-row inserts and small batches cost no round trip for the ID.
+   * Unused IDs are dropped after `maxAgeMs` or on `close()` (gaps, never repeats); their embedded
+   * time is at most `maxAgeMs` old. `size` may be at most 1,000,000.
+   * @example `{ size: 1000 }` serves 1000 single inserts, or ten batches of 100, per round trip.
    * @default undefined (no buffer: every call is one round trip)
    */
   prefetch?: PrefetchOptions
-}
-
-/** Prefetch buffer settings (the same as `@shardflake/postgres`). */
-export interface PrefetchOptions {
-  /** IDs reserved per round trip when the buffer of a shard is empty. */
-  size: number
   /**
-   * The oldest a buffered ID may be when handed out, in ms; older ones are dropped.
-   * @default 1000
+   * Reserve through the caller's connection (`context.query`, e.g. the ORM's transaction) when
+   * one is given, instead of this source's pool; a function decides per shard. Only correct when
+   * that connection reaches the server holding the shard, so off unless you say so. Such calls
+   * skip the prefetch buffer: they reserve exactly what they return, on that connection.
+   *
+   * The reserve then runs inside the caller's transaction. With the MariaDB default counter
+   * (Aria, non-transactional) that costs nothing: its lock ends with the statement and a
+   * rollback keeps the counter where it is. With an **InnoDB counter** (`mysql8`'s default, or
+   * `counterEngine: 'InnoDB'`) the counter row stays locked until the caller commits (every other
+   * writer of that shard waits), and a rollback gives the IDs back to the counter: they will be
+   * issued again, so the caller must drop them with its rolled-back rows.
+   * @example `useContextQuery: (shard) => shard < 1000` (the shards on the ORM's own server)
+   * @default false
    */
-  maxAgeMs?: number
-}
-
-interface Buffer {
-  /** Next unused counter value. */
-  next: bigint
-  /** One past the last reserved value. */
-  end: bigint
-  fetchedAt: number
-  pending: Promise<void> | undefined
+  useContextQuery?: boolean | ((shard: number) => boolean)
 }
 
 /**
@@ -113,9 +117,10 @@ export class MysqlSource implements IdSource {
   private readonly timeShift: bigint
   private readonly sequenceBits: bigint
   private readonly mask: bigint
-  private readonly prefetch: Required<PrefetchOptions> | undefined
   private readonly sequences: bigint[]
-  private readonly buffers = new Map<number, Buffer>()
+  private readonly buffers: PrefetchBuffers | undefined
+  private readonly useContext: (shard: number) => boolean
+  private readonly statements = new Map<number, string>()
   private closed = false
 
   /**
@@ -135,7 +140,7 @@ export class MysqlSource implements IdSource {
     }
     for (const pool of this.shardMap.targets()) checkBigNumberConfig(pool, 'MysqlSource')
     this.schemaPrefix = checkSchemaPrefix(options.schemaPrefix ?? 'shard_', layout.shardCount - 1)
-    this.logicalShards = options.logicalShards ?? layout.shardCount
+    this.logicalShards = resolveLogicalShards(layout, options.logicalShards)
     this.maxWaitMs = options.maxWaitMs ?? 1000
     this.endPools = options.endPools ?? false
     this.timeShift = layout.shifts.time
@@ -143,74 +148,42 @@ export class MysqlSource implements IdSource {
     this.mask = (1n << this.sequenceBits) - 1n
     this.sequences = Array.from({ length: layout.maxSequence + 1 }, (_, i) => BigInt(i))
     if (options.prefetch) {
-      const { size, maxAgeMs = 1000 } = options.prefetch
-      if (!Number.isSafeInteger(size) || size < 1 || size > MAX_BATCH || !(maxAgeMs >= 0)) {
-        throw new ConfigurationError(
-          `prefetch.size must be an integer from 1 to ${MAX_BATCH} and maxAgeMs >= 0, got ${size} and ${maxAgeMs}.`,
-        )
+      const { size } = options.prefetch
+      if (size > MAX_BATCH) {
+        throw new ConfigurationError(`prefetch.size must be at most ${MAX_BATCH}, got ${size}.`)
       }
-      this.prefetch = { size, maxAgeMs }
+      // A refill asks for `missing + size`; one reserve_ids call takes at most MAX_BATCH, and
+      // the buffer takes what it lacks from a shorter fill and asks again for the rest.
+      this.buffers = new PrefetchBuffers(async (shard, wanted) => {
+        const count = Math.min(wanted, MAX_BATCH)
+        return this.compose(shard, await this.reserve(shard, count), count)
+      }, options.prefetch)
     }
+    const use = options.useContextQuery ?? false
+    this.useContext = typeof use === 'function' ? use : () => use
   }
 
   /** One new ID of a logical shard (from the prefetch buffer when there is one). */
-  async nextId(shard: number): Promise<bigint> {
-    const [id] = await this.nextIds(shard, 1)
+  async nextId(shard: number, context?: IdRequestContext): Promise<bigint> {
+    const [id] = await this.nextIds(shard, 1, context)
     return id!
   }
 
   /**
-   * `count` new ascending IDs of a logical shard, in one round trip (at most 1,000,000), or none
-   * when the prefetch buffer holds enough.
+   * `count` new ascending IDs of a logical shard (at most 1,000,000): from the prefetch buffer
+   * when there is one, else in one round trip (`reserve_ids(count)`), on the caller's connection
+   * when `useContextQuery` says so.
    */
-  async nextIds(shard: number, count: number): Promise<bigint[]> {
+  async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     if (count > MAX_BATCH) {
       throw new InvalidArgumentError(`count must be at most ${MAX_BATCH}, got ${count}.`)
     }
-    const pool = this.poolFor(shard)
+    this.poolFor(shard)
     if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
-    if (this.prefetch && count <= this.prefetch.size) {
-      return this.fromBuffer(pool, shard, count)
-    }
-    // A batch larger than the buffer: buffered values are older, drop them to stay ascending.
-    const buffer = this.buffers.get(shard)
-    if (buffer) buffer.next = buffer.end
-    return this.compose(shard, await this.reserve(pool, shard, count), count)
-  }
-
-  private async fromBuffer(pool: Pool, shard: number, count: number): Promise<bigint[]> {
-    const { size, maxAgeMs } = this.prefetch!
-    for (;;) {
-      let buffer = this.buffers.get(shard)
-      if (!buffer) {
-        buffer = { next: 0n, end: 0n, fetchedAt: 0, pending: undefined }
-        this.buffers.set(shard, buffer)
-      }
-      const fresh = Date.now() - buffer.fetchedAt <= maxAgeMs
-      if (fresh && buffer.end - buffer.next >= BigInt(count)) {
-        const first = buffer.next
-        buffer.next += BigInt(count)
-        return this.compose(shard, first, count)
-      }
-      if (!buffer.pending) {
-        const target = buffer
-        target.next = target.end
-        target.pending = this.reserve(pool, shard, size).then(
-          (first) => {
-            target.next = first
-            target.end = first + BigInt(size)
-            target.fetchedAt = Date.now()
-            target.pending = undefined
-          },
-          (error: unknown) => {
-            target.pending = undefined
-            throw error
-          },
-        )
-      }
-      await buffer.pending
-    }
+    const query = context?.query && this.useContext(shard) ? context.query : undefined
+    if (this.buffers && !query) return this.buffers.take(shard, count)
+    return this.compose(shard, await this.reserve(shard, count, query), count)
   }
 
   /** The IDs of counter values `first .. first + count - 1`: one bigint addition per ID. */
@@ -234,7 +207,7 @@ export class MysqlSource implements IdSource {
   /** Drops the prefetch buffers; ends the pools when `endPools` was set. */
   async close(): Promise<void> {
     this.closed = true
-    this.buffers.clear()
+    this.buffers?.clear()
     if (this.endPools) await Promise.all(this.shardMap.targets().map((pool) => pool.end()))
   }
 
@@ -269,13 +242,32 @@ export class MysqlSource implements IdSource {
     return this.shardMap.targetFor(shard)
   }
 
-  /** Reserves `count` counter values; waits while the counter is ahead of the clock. */
-  private async reserve(pool: Pool, shard: number, count: number): Promise<bigint> {
-    const sql = `SELECT CAST(\`${this.schemaPrefix}${shard}\`.\`reserve_ids\`(?) AS CHAR) AS v`
+  private statement(shard: number): string {
+    let sql = this.statements.get(shard)
+    if (!sql) {
+      sql = `SELECT CAST(\`${this.schemaPrefix}${shard}\`.\`reserve_ids\`(?) AS CHAR) AS v`
+      this.statements.set(shard, sql)
+    }
+    return sql
+  }
+
+  /**
+   * Reserves `count` counter values (on `query`, the caller's connection, when given; else on
+   * the shard's pool) and returns the first; waits while the counter is ahead of the clock.
+   */
+  private async reserve(
+    shard: number,
+    count: number,
+    query?: IdRequestContext['query'],
+  ): Promise<bigint> {
+    if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
+    const sql = this.statement(shard)
     let waited = 0
     for (;;) {
       try {
-        const [rows] = await pool.query(sql, [count])
+        const rows = query
+          ? await query(sql, [count])
+          : (await this.shardMap.targetFor(shard).query(sql, [count]))[0]
         const value = (rows as { v?: unknown }[])[0]?.v
         if (typeof value !== 'string' || !/^\d+$/.test(value)) {
           throw new ConfigurationError(

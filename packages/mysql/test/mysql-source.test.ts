@@ -131,6 +131,11 @@ describe('MysqlSource', () => {
     await expect(source.nextId(-1)).rejects.toBeInstanceOf(ShardOutOfRangeError)
     await expect(source.nextIds(1, 0)).rejects.toBeInstanceOf(InvalidArgumentError)
     await expect(source.nextIds(1, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
+    for (const logicalShards of [0, 8193, 1.5]) {
+      expect(
+        () => new MysqlSource({ layout, pool: a, schemaPrefix: SHARDS, logicalShards }),
+      ).toThrow(ConfigurationError)
+    }
   })
 
   it('prefetch: hands out reserved IDs from memory, unique next to other callers, ascending', async () => {
@@ -181,6 +186,29 @@ describe('MysqlSource', () => {
     } finally {
       await live.end()
     }
+  })
+
+  it('prefetch: a batch larger than the buffer fills `n + size`, capped at one 1,000,000 reserve', async () => {
+    const big = new MysqlSource({
+      layout,
+      pool: a,
+      schemaPrefix: SHARDS,
+      shards: [0, 1, 2, 3],
+      prefetch: { size: 400_000, maxAgeMs: 60_000 },
+    })
+    expect(
+      () =>
+        new MysqlSource({ layout, pool: a, schemaPrefix: SHARDS, prefetch: { size: 1_000_001 } }),
+    ).toThrow(ConfigurationError)
+    const ids = await big.nextIds(0, 700_000) // wants 1,100,000: reserves 1,000,000
+    const { time, sequence } = layout.decompose(ids[0]!)
+    const after = await counter(a, 0)
+    expect(after - (BigInt(time) * 1024n + BigInt(sequence))).toBe(1_000_000n)
+    const rest = await big.nextIds(0, 300_000) // the rest, from memory
+    expect(await counter(a, 0)).toBe(after)
+    expect(rest[0]! > ids[699_999]!).toBe(true)
+    expect(new Set([...ids, ...rest]).size).toBe(1_000_000)
+    await big.close()
   })
 
   it('stops with TimeExhaustedError once the layout time field is used up, issuing nothing', async () => {
