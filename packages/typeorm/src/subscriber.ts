@@ -8,6 +8,7 @@ import {
   MissingShardKeyError,
   resolveShard,
   toBigInt,
+  toSigned64,
 } from '@shardflake/core'
 import type {
   DataSource,
@@ -43,8 +44,12 @@ interface Pending {
   readonly sharded: ShardedIdEntry
   shard?: number
   resolving?: boolean
-  resolve(): void
-  reject(error: unknown): void
+}
+
+/** The hooks of one call: every hook of it returns `done`, one promise for the whole call. */
+interface Batch {
+  readonly items: Pending[]
+  readonly done: Promise<void>
 }
 
 /**
@@ -62,7 +67,7 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   readonly idType: 'string' | 'bigint'
   private readonly layout: Layout | undefined
   private readonly logicalShards: number
-  private readonly batches = new Map<object, Pending[]>()
+  private readonly batches = new Map<object, Batch>()
   private readonly scanned = new WeakSet<object>()
   private readonly known = new WeakMap<EntityMetadata, ShardedIdEntry | null>()
 
@@ -91,20 +96,20 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     const key: object = event.queryRunner ?? this
     let batch = this.batches.get(key)
     if (!batch) {
-      const created: Pending[] = []
-      batch = created
-      this.batches.set(key, created)
+      const items: Pending[] = []
+      const queryRunner = event.queryRunner
       // Every hook of one save()/insert() is broadcast in one synchronous loop: by the time this
-      // microtask runs, the whole call is in the batch.
-      queueMicrotask(() => {
+      // microtask runs, the whole call is in the batch. One promise serves all its hooks (a
+      // promise per row cost a third of the hook's time on 1000-row saves).
+      const done = Promise.resolve().then(() => {
         this.batches.delete(key)
-        void this.flush(created, event.queryRunner)
+        return this.flush(items, queryRunner)
       })
+      batch = { items, done }
+      this.batches.set(key, batch)
     }
-    const pending = batch
-    return new Promise<void>((resolve, reject) => {
-      pending.push({ entity, metadata: event.metadata, sharded, resolve, reject })
-    })
+    batch.items.push({ entity, metadata: event.metadata, sharded })
+    return batch.done
   }
 
   /**
@@ -140,21 +145,17 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   }
 
   private async flush(batch: Pending[], queryRunner: QueryRunner | undefined): Promise<void> {
-    try {
-      const byEntity = new Map(batch.map((item) => [item.entity, item]))
-      const shards = batch.map((item) => this.shardOf(item, byEntity, batch))
-      const ids = await allocateIds(this.source, shards, contextOf(queryRunner))
-      batch.forEach((item, i) => {
-        item.entity[item.sharded.propertyName] = this.present(ids[i]!)
-      })
-      for (const item of batch) item.resolve()
-    } catch (error) {
-      for (const item of batch) item.reject(error)
-    }
+    const byEntity = new Map(batch.map((item) => [item.entity, item]))
+    const shards = batch.map((item) => this.shardOf(item, byEntity, batch))
+    const ids = await allocateIds(this.source, shards, contextOf(queryRunner))
+    batch.forEach((item, i) => {
+      item.entity[item.sharded.propertyName] = this.present(ids[i]!)
+    })
   }
 
   private present(id: bigint): string | bigint {
-    const signed = id >= 1n << 63n ? id - (1n << 64n) : id
+    // BIGINT columns are signed: IDs past 2^63 (layouts with a 64th bit in use) wrap to negative.
+    const signed = toSigned64(id)
     return this.idType === 'bigint' ? signed : signed.toString()
   }
 
@@ -340,14 +341,23 @@ function installBigintTransformers(dataSource: DataSource): void {
   }
 }
 
+/**
+ * The call's query runner as a source context. One connection runs one query at a time, and a
+ * call spanning several shards asks for them concurrently: queries go one after another.
+ */
 function contextOf(queryRunner: QueryRunner | undefined): IdRequestContext | undefined {
   if (!queryRunner || queryRunner.isReleased) return undefined
+  let previous: Promise<unknown> = Promise.resolve()
   return {
-    query: async (sql, params) => {
-      const result: unknown = await queryRunner.query(sql, [...params])
-      // A CALL comes back as [rows, status] from mysql2.
-      const rows = Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result
-      return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : []
+    query: (sql, params) => {
+      const next = previous.then(async () => {
+        const result: unknown = await queryRunner.query(sql, [...params])
+        // A CALL comes back as [rows, status] from mysql2.
+        const rows = Array.isArray(result) && Array.isArray(result[0]) ? result[0] : result
+        return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : []
+      })
+      previous = next.catch(() => undefined)
+      return next
     },
   }
 }

@@ -213,14 +213,25 @@ export function describeInsertPaths(tag: string): void {
     let raw: RawDatabase
     let dataSource: DataSource
     const seen: unknown[] = []
+    let running = 0
+    let mostAtOnce = 0
 
     /** Asks PostgreSQL, through the caller's connection, which backend serves it. */
     const probing = (inner: IdSource): IdSource => ({
       ...asAsync(inner),
       async nextIds(shard: number, count: number, context?: IdRequestContext) {
-        const rows = await context!.query!("SELECT current_setting('sf.tx', true) AS tx", [])
-        seen.push(rows[0]?.tx)
-        return inner.nextIds(shard, count)
+        running++
+        mostAtOnce = Math.max(mostAtOnce, running)
+        try {
+          const rows = await context!.query!(
+            "SELECT current_setting('sf.tx', true) AS tx, pg_sleep(0.01)",
+            [],
+          )
+          seen.push(rows[0]?.tx)
+          return inner.nextIds(shard, count)
+        } finally {
+          running--
+        }
       },
     })
 
@@ -253,6 +264,44 @@ export function describeInsertPaths(tag: string): void {
       expect([...seen].sort()).toEqual(Array.from({ length: 8 }, (_, i) => `tx ${i}`).sort())
       const [stored] = await raw.query("SELECT COUNT(*) AS n FROM posts WHERE title LIKE 'tx %'")
       expect(Number(stored?.n)).toBe(8)
+    })
+
+    it('sends the queries of a call spanning several shards one after another on its connection', async () => {
+      const authors = await dataSource.getRepository(Author).save(
+        // IDs of our choosing (kept as given), for posts on four different shards
+        [1, 2, 3, 4].map((n) => Object.assign(new Author(), { id: `${n}`, email: `${n}@q` })),
+      )
+      // Queries TypeORM has started and not finished, as its query events see them.
+      let onConnection = 0
+      let mostOnConnection = 0
+      const probe = (query: string) => query.includes('pg_sleep')
+      dataSource.subscribers.push({
+        beforeQuery: (event) => {
+          if (probe(event.query)) mostOnConnection = Math.max(mostOnConnection, ++onConnection)
+        },
+        afterQuery: (event) => {
+          if (probe(event.query)) onConnection--
+        },
+      })
+      seen.length = 0
+      mostAtOnce = 0
+      await dataSource.transaction(async (manager) => {
+        await manager.query("SELECT set_config('sf.tx', 'multi', true)")
+        await manager.save(
+          authors.map((author, i) =>
+            Object.assign(new Post(), { authorId: author.id, title: `multi ${i}` }),
+          ),
+        )
+      })
+      const shards = new Set(
+        authors.map((author) => integerShard(BigInt(author.id), logicalShards)),
+      )
+      expect(shards.size).toBeGreaterThan(1)
+      expect(seen).toEqual([...shards].map(() => 'multi'))
+      expect(mostAtOnce).toBeGreaterThan(1) // the shards are asked for concurrently ...
+      expect(mostOnConnection).toBe(1) // ... and their queries wait for each other
+      const [stored] = await raw.query("SELECT COUNT(*) AS n FROM posts WHERE title LIKE 'multi %'")
+      expect(Number(stored?.n)).toBe(4)
     })
   })
 }

@@ -20,3 +20,25 @@ describeAdapter('TypeORM 0.3 / MariaDB / MysqlSource', {
   createSource: (raw) => mysqlSource(raw, 'sf_typeorm_s03_'),
   setup: async ({ raw, source }) => blogOnTypeorm(raw, source),
 })
+
+describeAdapter(
+  'TypeORM 0.3 / PostgreSQL / PostgresSource, bigint IDs, posts follow their author',
+  {
+    dialect: 'postgres',
+    database: 'sf_typeorm_03_pg_dbsource_bf',
+    postsFollowAuthor: true,
+    createSource: postgresSource,
+    setup: async ({ raw, source }) =>
+      blogOnTypeorm(raw, source, { idType: 'bigint', postsFollowAuthor: true }),
+  },
+)
+
+describeAdapter('TypeORM 0.3 / MariaDB / MysqlSource, bigint IDs, posts follow their author', {
+  dialect: 'mysql',
+  database: 'sf_typeorm_03_my_dbsource_bf',
+  logicalShards: 8,
+  postsFollowAuthor: true,
+  createSource: (raw) => mysqlSource(raw, 'sf_typeorm_s032_'),
+  setup: async ({ raw, source }) =>
+    blogOnTypeorm(raw, source, { idType: 'bigint', postsFollowAuthor: true }),
+})

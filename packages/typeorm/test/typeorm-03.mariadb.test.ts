@@ -24,3 +24,18 @@ describeAdapter('TypeORM 0.3 / MariaDB / async in-process', {
   createSource: () => asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
   setup: async ({ raw, source }) => blogOnTypeorm(raw, source),
 })
+
+describeAdapter('TypeORM 0.3 / MariaDB / in-process, bigint IDs', {
+  dialect: 'mysql',
+  database: 'sf_typeorm_03_my_bigint',
+  createSource: () => new InProcessSource({ layout: instagram, shards: 'all' }),
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint' }),
+})
+
+describeAdapter('TypeORM 0.3 / MariaDB / async in-process, posts follow their author', {
+  dialect: 'mysql',
+  database: 'sf_typeorm_03_my_follow',
+  postsFollowAuthor: true,
+  createSource: () => asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source, { postsFollowAuthor: true }),
+})

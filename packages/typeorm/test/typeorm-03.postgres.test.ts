@@ -24,3 +24,18 @@ describeAdapter('TypeORM 0.3 / PostgreSQL / async in-process', {
   createSource: () => asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
   setup: async ({ raw, source }) => blogOnTypeorm(raw, source),
 })
+
+describeAdapter('TypeORM 0.3 / PostgreSQL / in-process, bigint IDs', {
+  dialect: 'postgres',
+  database: 'sf_typeorm_03_pg_bigint',
+  createSource: () => new InProcessSource({ layout: instagram, shards: 'all' }),
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint' }),
+})
+
+describeAdapter('TypeORM 0.3 / PostgreSQL / async in-process, posts follow their author', {
+  dialect: 'postgres',
+  database: 'sf_typeorm_03_pg_follow',
+  postsFollowAuthor: true,
+  createSource: () => asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source, { postsFollowAuthor: true }),
+})
