@@ -14,6 +14,9 @@ export interface ShardedIdsOptions<M extends ShardedModels = ShardedModels> {
   /**
    * The models: what the `shardflake` generator writes at `prisma generate`
    * (`import { models } from './generated/shardflake'`), or an object written by hand.
+   * Required here because nothing public in Prisma's runtime carries the `///` rules; the
+   * generated module also exports a `shardedIds` that passes them for you
+   * (`import { shardedIds } from './generated/shardflake'`, then `shardedIds({ source })`).
    */
   models: M
 }
@@ -67,6 +70,8 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
  * const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards: 2000 })
  * const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString }) })
  *   .$extends(shardedIds({ source, models }))
+ * // the same, with the models bound by the generator:
+ * // import { shardedIds } from './generated/shardflake'; .$extends(shardedIds({ source }))
  * const post = await prisma.post.create({ data: { userId: 31341n, title: 'hello' } })
  * post.id // 1387263000905318401n, on shard 31341 % 2000
  * ```

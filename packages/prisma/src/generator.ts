@@ -87,14 +87,71 @@ export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
   return models
 }
 
-/** The TypeScript module the generator writes: `export const models = { ... } as const`. */
-export function renderModels(models: ShardedModels, schemaPath?: string): string {
-  return [
+/** The files of the generated module: `index.ts`, or `index.js` + `index.d.ts`. */
+export interface RenderedModels {
+  readonly ts: string
+  readonly js: string
+  readonly dts: string
+}
+
+/**
+ * The module the generator writes: `models` (the metadata) and `shardedIds`, the extension with
+ * those models bound, so an app writes `prisma.$extends(shardedIds({ source }))` and passes no
+ * metadata. `importFrom` is where `shardedIds` comes from.
+ * @default importFrom '@shardflake/prisma'
+ */
+export function renderModels(
+  models: ShardedModels,
+  schemaPath?: string,
+  importFrom = '@shardflake/prisma',
+): RenderedModels {
+  const header = [
     `// Written by @shardflake/prisma${schemaPath ? ` from ${schemaPath}` : ''} at prisma generate. Do not edit.`,
-    `// Pass it to shardedIds({ source, models }).`,
-    `export const models = ${JSON.stringify(models, null, 2)} as const`,
+    "// prisma.$extends(shardedIds({ source })): the extension with this schema's models.",
+  ].join('\n')
+  const from = JSON.stringify(importFrom)
+  const body = JSON.stringify(models, null, 2)
+  const doc = [
+    '/**',
+    ' * The sharded-ID extension for this schema: `prisma.$extends(shardedIds({ source }))`.',
+    ' * Takes every option of `shardedIds` from @shardflake/prisma except `models`.',
+    ' */',
+  ].join('\n')
+  const ts = [
+    header,
+    `import { type ShardedIdsOptions, shardedIds as withModels } from ${from}`,
+    '',
+    `export const models = ${body} as const`,
+    '',
+    doc,
+    "export function shardedIds(options: Omit<ShardedIdsOptions<typeof models>, 'models'>) {",
+    '  return withModels({ ...options, models })',
+    '}',
     '',
   ].join('\n')
+  const js = [
+    header,
+    `import { shardedIds as withModels } from ${from}`,
+    '',
+    `export const models = ${body}`,
+    '',
+    doc,
+    'export function shardedIds(options) {',
+    '  return withModels({ ...options, models })',
+    '}',
+    '',
+  ].join('\n')
+  const dts = [
+    header,
+    `import type { ShardedIdsOptions, shardedIds as withModels } from ${from}`,
+    '',
+    `export declare const models: ${body}`,
+    '',
+    doc,
+    "export declare function shardedIds(options: Omit<ShardedIdsOptions<typeof models>, 'models'>): ReturnType<typeof withModels<typeof models>>",
+    '',
+  ].join('\n')
+  return { ts, js, dts }
 }
 
 /** The generator's manifest: output defaults to `./generated/shardflake` next to the schema. */
@@ -118,17 +175,17 @@ export async function generate(options: GeneratorOptions): Promise<void> {
   const output = options.generator.output?.value
   if (!output) throw new ConfigurationError('The shardflake generator needs an output folder.')
   const models = modelsFromDmmf(options.dmmf.datamodel)
-  const source = renderModels(models, options.schemaPath.split(/[\\/]/).pop())
+  const { importFrom } = options.generator.config
+  const files = renderModels(
+    models,
+    options.schemaPath.split(/[\\/]/).pop(),
+    typeof importFrom === 'string' ? importFrom : undefined,
+  )
   await mkdir(output, { recursive: true })
   if (options.generator.config.format === 'js') {
-    await writeFile(join(output, 'index.js'), source.replace(/ as const\n$/, '\n'))
-    await writeFile(
-      join(output, 'index.d.ts'),
-      source
-        .replace('export const models =', 'export declare const models:')
-        .replace(/ as const\n$/, '\n'),
-    )
+    await writeFile(join(output, 'index.js'), files.js)
+    await writeFile(join(output, 'index.d.ts'), files.dts)
   } else {
-    await writeFile(join(output, 'index.ts'), source)
+    await writeFile(join(output, 'index.ts'), files.ts)
   }
 }

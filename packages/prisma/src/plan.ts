@@ -6,7 +6,12 @@ import {
   resolveShard,
   toBigInt,
 } from '@shardflake/core'
-import { backRelation, type ModelMetadata, type ShardedModels } from './metadata'
+import {
+  backRelation,
+  type ModelMetadata,
+  type RelationMetadata,
+  type ShardedModels,
+} from './metadata'
 
 type Data = Record<string, unknown>
 
@@ -35,6 +40,54 @@ type Row = NewRow | ExistingRow
 const NOTHING: Data = {}
 type Lookup = { value: unknown } | { pending: NewRow } | undefined
 
+/** A relation field, with what the walk needs precomputed once per model. */
+interface RelationEntry {
+  readonly field: string
+  readonly relation: RelationMetadata
+  /** True when this side holds the foreign key (`@relation(fields: [...])`). */
+  readonly holdsKey: boolean
+  /** The relation field on the other model that points back here, when there is exactly one. */
+  readonly back: string | undefined
+}
+
+/** Per model: its relation entries and the foreign keys that point to a sharded ID. */
+interface ModelWalk {
+  readonly relations: readonly RelationEntry[]
+  readonly shardedKeys: readonly string[]
+}
+
+const walks = new WeakMap<ShardedModels, Map<string, ModelWalk>>()
+
+/** The precomputed walk of `model`, cached per metadata object (rows are many, models few). */
+function walkOf(models: ShardedModels, model: string, meta: ModelMetadata): ModelWalk {
+  let cache = walks.get(models)
+  if (!cache) {
+    cache = new Map()
+    walks.set(models, cache)
+  }
+  let walk = cache.get(model)
+  if (!walk) {
+    const relations: RelationEntry[] = []
+    const shardedKeys: string[] = []
+    for (const [field, relation] of Object.entries(meta.relations ?? {})) {
+      const holdsKey = (relation.fields?.length ?? 0) > 0
+      relations.push({
+        field,
+        relation,
+        holdsKey,
+        back: holdsKey ? undefined : backRelation(models, model, field, relation),
+      })
+      const target = models[relation.model]?.id
+      relation.fields?.forEach((key, i) => {
+        if (relation.references?.[i] === target) shardedKeys.push(key)
+      })
+    }
+    walk = { relations, shardedKeys }
+    cache.set(model, walk)
+  }
+  return walk
+}
+
 const isObject = (value: unknown): value is Data =>
   typeof value === 'object' && value !== null && !Array.isArray(value)
 const list = (value: unknown): unknown[] =>
@@ -59,7 +112,8 @@ export class IdPlan {
         break
       case 'createMany':
       case 'createManyAndReturn':
-        for (const data of list(args.data)) this.create(model, data)
+        // Prisma allows no relation writes in createMany rows: skip the nested walk.
+        for (const data of list(args.data)) this.create(model, data, undefined, false)
         break
       case 'upsert':
         this.create(model, args.create)
@@ -123,7 +177,12 @@ export class IdPlan {
     }
   }
 
-  private create(model: string, data: unknown, parent?: { field: string; row: Row }) {
+  private create(
+    model: string,
+    data: unknown,
+    parent?: { field: string; row: Row },
+    nested = true,
+  ) {
     const meta = this.models[model]
     if (!meta || !isObject(data)) return undefined
     const row: NewRow = { kind: 'new', model, meta, data, links: new Map() }
@@ -134,7 +193,7 @@ export class IdPlan {
       if (given !== undefined && given !== null) row.id = toBigInt(given, `The ID of ${model}`)
       this.rows.push(row)
     }
-    this.nested(row, data)
+    if (nested) this.nested(row, data)
     return row
   }
 
@@ -153,11 +212,10 @@ export class IdPlan {
 
   /** Visits the relation writes in `data`, the create or update data of `row`. */
   private nested(row: Row, data: Data) {
-    for (const [field, relation] of Object.entries(row.meta.relations ?? {})) {
+    for (const { field, relation, holdsKey, back } of walkOf(this.models, row.model, row.meta)
+      .relations) {
       const write = data[field]
       if (!isObject(write)) continue
-      const holdsKey = (relation.fields?.length ?? 0) > 0
-      const back = holdsKey ? undefined : backRelation(this.models, row.model, field, relation)
       const parent = back === undefined ? undefined : { field: back, row }
       const child = (value: unknown) => {
         const created = this.create(relation.model, value, parent)
@@ -228,14 +286,9 @@ export class IdPlan {
 
   /** A `number` in a key that points to a sharded ID is refused when it is not a safe integer. */
   private checkNumbers(row: NewRow) {
-    for (const relation of Object.values(row.meta.relations ?? {})) {
-      const target = this.models[relation.model]?.id
-      relation.fields?.forEach((field, i) => {
-        const value = row.data[field]
-        if (typeof value === 'number' && relation.references?.[i] === target) {
-          toBigInt(value, `${row.model}.${field}`)
-        }
-      })
+    for (const field of walkOf(this.models, row.model, row.meta).shardedKeys) {
+      const value = row.data[field]
+      if (typeof value === 'number') toBigInt(value, `${row.model}.${field}`)
     }
   }
 }

@@ -1,7 +1,10 @@
 /** The generator, run by `prisma generate` (from source) on real schemas. */
 import { readFile } from 'node:fs/promises'
+import { PrismaPg } from '@prisma/adapter-pg'
+import { InProcessSource, instagram } from '@shardflake/core'
 import { describe, expect, it } from 'vitest'
 import { models as mysqlModels } from '../generated/mysql/shardflake'
+import { PrismaClient as PgClient } from '../generated/pg/client/client'
 import { models } from '../generated/pg/shardflake'
 import { generatorFromSource, prismaGenerate } from './global-setup'
 
@@ -69,6 +72,17 @@ describe('the shardflake generator', () => {
     expect(mysqlModels).toEqual(models)
   })
 
+  it('writes shardedIds with the models bound, the same extension as passing them', async () => {
+    const { shardedIds: bound } = await import('../generated/pg/shardflake')
+    const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards: 2000 })
+    const client = new PgClient({
+      adapter: new PrismaPg({ connectionString: 'postgres://unused@127.0.0.1:1/none' }),
+    }).$extends(bound({ source }))
+    expect(client.$shardedIds.models).toBe(models)
+    const [row] = await client.$shardedIds.assign('Post', [{ authorId: 31341n, title: 't' }])
+    expect(instagram.shardOf(row!.id)).toBe(31341 % 2000)
+  })
+
   it('lists models without a sharded ID with their relations, and writes JS with format = "js"', async () => {
     const dir = await prismaGenerate(
       'gen-js',
@@ -93,8 +107,11 @@ model User {
         relations: { tags: { model: 'Tag', list: true, relationName: 'TagToUser' } },
       },
     })
-    expect(await readFile(`${dir}/shardflake/index.d.ts`, 'utf8')).toContain(
-      'export declare const models:',
+    const dts = await readFile(`${dir}/shardflake/index.d.ts`, 'utf8')
+    expect(dts).toContain('export declare const models:')
+    expect(dts).toContain('export declare function shardedIds(')
+    expect(await readFile(`${dir}/shardflake/index.js`, 'utf8')).toContain(
+      'import { shardedIds as withModels } from "@shardflake/prisma"',
     )
   })
 

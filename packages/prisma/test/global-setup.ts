@@ -9,6 +9,9 @@ const run = promisify(execFile)
 /** The `provider` of the shardflake generator, running from this package's source. */
 export const generatorFromSource = [
   'node',
+  // core's sources use TypeScript parameter properties, which type stripping alone refuses
+  '--experimental-transform-types',
+  '--no-warnings=ExperimentalWarning',
   '--conditions=@shardflake/source',
   `--import=${root}test/support/ts-hooks.mjs`,
   `${root}src/generator-bin.ts`,

@@ -4,18 +4,21 @@ import type { IdSource } from '@shardflake/core'
 import { PrismaClient as MysqlClient } from '../../generated/mysql/client/client'
 import { models as mysqlModels } from '../../generated/mysql/shardflake'
 import { PrismaClient as PgClient } from '../../generated/pg/client/client'
-import { models } from '../../generated/pg/shardflake'
+import { models, shardedIds as pgShardedIds } from '../../generated/pg/shardflake'
 import { shardedIds } from '../../src'
 
 export { models }
 
-/** The blog's Prisma client on PostgreSQL (adapter-pg), with the extension. */
+/**
+ * The blog's Prisma client on PostgreSQL (adapter-pg), with the extension the generator wrote
+ * (its models bound: no `models` option).
+ */
 export function pgClient(url: string, source: IdSource, pool = 10) {
   const adapter = new PrismaPg({ connectionString: url, max: pool })
-  return new PgClient({ adapter }).$extends(shardedIds({ source, models }))
+  return new PgClient({ adapter }).$extends(pgShardedIds({ source }))
 }
 
-/** The blog's Prisma client on MariaDB (adapter-mariadb), with the extension. */
+/** The blog's Prisma client on MariaDB (adapter-mariadb), with the extension and `models` passed. */
 export function mysqlClient(url: string, source: IdSource, pool = 10) {
   const target = new URL(url)
   const adapter = new PrismaMariaDb({
