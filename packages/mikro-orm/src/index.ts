@@ -1,5 +1,4 @@
 export { shardedId } from './define-entity'
-export { ReservedSource, type ReserveOptions } from './reserve'
 export type {
   ShardedIdOptions,
   ShardedIdRule,

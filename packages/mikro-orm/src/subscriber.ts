@@ -28,30 +28,26 @@ import {
   shardForKey,
   toBigInt,
 } from '@shardflake/core'
-import { ReservedSource, type ReserveOptions } from './reserve'
 import { type ShardedIdSpec, type SyncAssigner, shardedKeyOf } from './sharded-id'
 
 /** Options of {@link shardedIds}. */
 export interface ShardedIdsOptions {
-  /** Where IDs come from: `InProcessSource`, `PostgresSource`, `MysqlSource`, ... */
+  /**
+   * Where IDs come from: `InProcessSource`, `PostgresSource`, `MysqlSource`, ... For a database
+   * source, prefetching (`PostgresSource`'s `prefetch` option, or any source wrapped in the core
+   * `PrefetchSource`) serves small flushes without a round trip of their own.
+   * @example
+   * ```ts
+   * shardedIds({ source: new PostgresSource({ layout: instagram, databases: pool, prefetch: { size: 100 } }) })
+   * shardedIds({ source: new PrefetchSource(mysqlSource, { size: 100, maxAgeMs: 1000 }) })
+   * ```
+   */
   source: IdSource
   /**
    * Shard keys are reduced modulo this.
    * @default logicalShardsOf(source): the source's `logicalShards`, else the layout's shard count
    */
   logicalShards?: number
-  /**
-   * For an async (database) source: fetch `size` IDs more than a flush needs per shard and use
-   * them for later flushes while they are younger than `maxAgeMs`, so small flushes skip the
-   * round trip. IDs stay unique and ascending per shard; an ID's embedded time may then be up to
-   * `maxAgeMs` older than its row, and IDs left over at exit are gaps. Ignored for sync sources.
-   * @default undefined (one round trip per shard per flush)
-   * @example
-   * ```ts
-   * shardedIds({ source: postgresSource, reserve: { size: 100, maxAgeMs: 1000 } })
-   * ```
-   */
-  reserve?: ReserveOptions
 }
 
 type Row = Record<string, unknown>
@@ -72,10 +68,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
         'shardedIds() needs a source whose IDs carry a layout (shard rules and co-location read the shard out of IDs).',
       )
     }
-    this.source =
-      options.reserve && !isSyncSource(options.source)
-        ? new ReservedSource(options.source, options.reserve)
-        : options.source
+    this.source = options.source
     this.layout = layout
     this.logicalShards = options.logicalShards ?? logicalShardsOf(options.source)
   }
@@ -108,10 +101,12 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   }
 
   /**
-   * Every new entity of the flush without a key: one `nextIds` per shard. The key goes into the
-   * change set and into the entity's identifier, which the foreign keys of its children (already
-   * computed) resolve when they are inserted: what MikroORM does for a key set in `beforeCreate`,
-   * without recomputing every change set.
+   * Every new entity of the flush without a key: one `nextIds` per shard. MikroORM computed the
+   * change sets while those entities had no key, so their payloads and their children's foreign
+   * keys hold placeholders: the new keys are written into the payloads (public `ChangeSet`
+   * fields), and a change set this cannot patch (polymorphic relation, table-per-type
+   * inheritance) is recomputed with `uow.recomputeSingleChangeSet`. MikroORM's internal
+   * `__identifier` is not used.
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
     const pending: ChangeSet<Row>[] = []
@@ -125,25 +120,23 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       pending.map((changeSet) => changeSet.entity),
       pending.map((changeSet) => changeSet.meta),
     )
+    // The keys as MikroORM writes them (BigIntType's database value).
     const platform = em.getPlatform()
-    let recompute = false
+    const keys = new Map<object, unknown>()
     for (const changeSet of pending) {
       const { prop } = shardedKeyOf(changeSet.meta)!
       const value = changeSet.entity[prop.name]
-      const column = prop.customType
-        ? prop.customType.convertToDatabaseValue(value, platform)
-        : value
-      changeSet.payload[prop.name] = column
-      const identifier = helper(changeSet.entity).__identifier
-      if (identifier && !Array.isArray(identifier)) identifier.setValue(column)
-      else recompute = true
+      keys.set(
+        changeSet.entity,
+        prop.customType ? prop.customType.convertToDatabaseValue(value, platform) : value,
+      )
     }
-    // Without an identifier (not expected), fall back to recomputing every change set.
-    if (recompute) {
-      for (const changeSet of uow.getChangeSets()) {
-        if (changeSet.type === ChangeSetType.CREATE || changeSet.type === ChangeSetType.UPDATE) {
-          uow.recomputeSingleChangeSet(changeSet.entity)
-        }
+    for (const changeSet of uow.getChangeSets()) {
+      if (changeSet.type !== ChangeSetType.CREATE && changeSet.type !== ChangeSetType.UPDATE) {
+        continue
+      }
+      if (!patchPayload(changeSet as ChangeSet<Row>, keys)) {
+        uow.recomputeSingleChangeSet(changeSet.entity)
       }
     }
   }
@@ -248,8 +241,9 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  *   early), so the entity sits in the identity map under its final key before the flush.
  *   Entities made with `new` get theirs at flush.
  * - **Async source** (`PostgresSource`, `MysqlSource`, ...): in `onFlush`, every new entity of
- *   the flush gets its ID, one `nextIds` round trip per shard, and change sets are recomputed so
- *   children's foreign keys carry their parent's new key.
+ *   the flush gets its ID, one `nextIds` round trip per shard (none with a prefetching source),
+ *   and the keys are written into the change sets so children's foreign keys carry them.
+ *   MikroORM 6.6 works too (IDs at flush; see the README for `em.upsert()`).
  * - An entity whose shard key is missing at flush fails with `MissingShardKeyError` before
  *   anything is written. IDs the caller set are kept.
  * - `em.insert`, `em.insertMany` and query-builder inserts bypass every hook: use
@@ -309,6 +303,40 @@ function subscriberOf(em: EntityManager): ShardedIdSubscriber {
   throw new ConfigurationError(
     'No shardedIds() subscriber is registered: add `subscribers: [shardedIds({ source })]` to MikroORM.init().',
   )
+}
+
+/**
+ * Writes new keys into a change set: its own key if it is new, and every to-one relation that
+ * points at a new entity. False when the change set has a shape this does not patch.
+ */
+function patchPayload(changeSet: ChangeSet<Row>, keys: ReadonlyMap<object, unknown>): boolean {
+  const { meta, entity, payload } = changeSet
+  const own = keys.get(entity)
+  if (own !== undefined) {
+    // (inheritanceType, polymorphic and targetKey are MikroORM 7 fields: read loosely for 6)
+    if (loose(meta).inheritanceType === 'tpt' || meta.primaryKeys.length !== 1) return false
+    payload[meta.primaryKeys[0]!] = own
+  }
+  for (const prop of meta.relations) {
+    if (!isToOne(prop) || !(prop.name in payload)) continue
+    const value = entity[prop.name]
+    if (value === null || value === undefined) continue
+    const target = Reference.unwrapReference(value as object)
+    const key = keys.get(target)
+    if (key === undefined) continue
+    const { polymorphic, targetKey } = loose(prop)
+    if (polymorphic || targetKey || prop.fieldNames.length !== 1) return false
+    payload[prop.name] = key
+  }
+  return true
+}
+
+function loose(value: object): {
+  inheritanceType?: unknown
+  polymorphic?: unknown
+  targetKey?: unknown
+} {
+  return value
 }
 
 function metadataOf(entity: object, fallback: EntityMetadata | undefined) {

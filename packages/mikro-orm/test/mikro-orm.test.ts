@@ -20,10 +20,14 @@ import {
   InProcessSource,
   instagram,
   MissingShardKeyError,
+  PrefetchSource,
 } from '@shardflake/core'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import pg from 'pg'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { assignShardedIds, shardedId, shardedIds } from '../src'
 import { ShardedId } from '../src/legacy'
+import { ShardedId as ShardedIdV6 } from '../src/v6'
 import { AsyncSource } from './support/async-source'
 import { openOrm } from './support/blog'
 import { Author, Comment, Post } from './support/entities-legacy'
@@ -293,33 +297,65 @@ describe('with an async (database-like) source', () => {
   })
 })
 
-describe('with a reserve in front of an async source', () => {
-  it('serves small flushes from IDs fetched ahead: distinct, ascending, on their shard', async () => {
+describe('with prefetching in front of an async source', () => {
+  /** Ten flushes of 5 posts by one author; returns the posts' IDs in flush order. */
+  async function tenFlushes(orm: MikroORM, tag: string): Promise<bigint[]> {
+    const author = await syncOrm.em.fork().upsert(Author, { email: `${tag}@example.com` })
+    async.reset()
+    const ids: bigint[] = []
+    for (let flush = 0; flush < 10; flush++) {
+      const em = orm.em.fork()
+      const posts = [0, 1, 2, 3, 4].map((i) =>
+        em.create(Post, {
+          author: em.getReference(Author, author.id),
+          title: `${tag} ${flush}.${i}`,
+        }),
+      )
+      await em.flush()
+      ids.push(...posts.map((post) => post.id))
+    }
+    expect(new Set(ids).size).toBe(50)
+    expect(ids.every((id, i) => i === 0 || id > ids[i - 1]!)).toBe(true)
+    for (const id of ids) expect(instagram.shardOf(id)).toBe(instagram.shardOf(author.id))
+    const rows = await raw.query(
+      'SELECT p.id::text AS id FROM posts p WHERE p.title LIKE $1 AND p.author_id = $2 ORDER BY p.id',
+      [`${tag} %`, author.id],
+    )
+    expect(rows.map((row) => BigInt(String(row.id)))).toEqual(ids)
+    return ids
+  }
+
+  it('serves small flushes from a PrefetchSource: one round trip for several flushes', async () => {
     const orm = await openOrm('postgres', raw.url, entities, [
-      shardedIds({ source: async, reserve: { size: 25, maxAgeMs: 60_000 } }),
+      shardedIds({ source: new PrefetchSource(async, { size: 25, maxAgeMs: 60_000 }) }),
     ])
     try {
-      const author = await syncOrm.em.fork().upsert(Author, { email: 'reserved@example.com' })
-      async.reset()
-      const ids: bigint[] = []
-      for (let flush = 0; flush < 10; flush++) {
-        const em = orm.em.fork()
-        const posts = [0, 1, 2, 3, 4].map((i) =>
-          em.create(Post, {
-            author: em.getReference(Author, author.id),
-            title: `reserved ${flush}.${i}`,
-          }),
-        )
-        await em.flush()
-        ids.push(...posts.map((post) => post.id))
-      }
-      expect(async.nextIdsCalls).toBe(2) // 5 + 25, then 5 + 25: 50 posts
-      expect(new Set(ids).size).toBe(50)
-      expect(ids.every((id, i) => i === 0 || id > ids[i - 1]!)).toBe(true)
-      for (const id of ids) expect(instagram.shardOf(id)).toBe(instagram.shardOf(author.id))
-      expect(await count("SELECT COUNT(*) AS n FROM posts WHERE title LIKE 'reserved %'")).toBe(50)
+      await tenFlushes(orm, 'prefetched')
+      expect(async.nextIdsCalls).toBe(2) // 25 IDs serve five flushes of 5: 50 posts
+      expect(async.idsIssued).toBe(50)
     } finally {
       await orm.close(true)
+    }
+  })
+
+  it("works with PostgresSource's own prefetch option (next_ids() in the database)", async () => {
+    const pool = new pg.Pool({ connectionString: raw.url, max: 4 })
+    try {
+      await installPostgres(pool, { layout: instagram, shards: `0-${logicalShards - 1}` })
+      const source = new PostgresSource({
+        layout: instagram,
+        databases: pool,
+        logicalShards,
+        prefetch: { size: 25, maxAgeMs: 60_000 },
+      })
+      const orm = await openOrm('postgres', raw.url, entities, [shardedIds({ source })])
+      try {
+        await tenFlushes(orm, 'pg-prefetched')
+      } finally {
+        await orm.close(true)
+      }
+    } finally {
+      await pool.end()
     }
   })
 })
@@ -380,4 +416,9 @@ it('declares every form of the key as a BIGINT that the database does not genera
   }
   expect(sql).toMatch(/create table "tenants" \("id" bigserial/)
   expect(sql.match(/bigserial/g)).toHaveLength(1)
+})
+
+it('refuses the MikroORM 6 decorator on MikroORM 7, pointing to /legacy', () => {
+  expect(() => ShardedIdV6({ shardBy: 'email' })).toThrow(ConfigurationError)
+  expect(() => ShardedIdV6({ shardBy: 'email' })).toThrow(/@shardflake\/mikro-orm\/legacy/)
 })

@@ -1,0 +1,116 @@
+import type {
+  Collection,
+  EntityManager,
+  EntityName,
+  MikroORM,
+  Options,
+  RequiredEntityData,
+} from '@mikro-orm/core'
+import { MikroORM as MariaDbOrm } from '@mikro-orm/mariadb'
+import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
+import type { AdapterSetupContext, BlogThroughOrm, Dialect } from '@shardflake/conformance'
+import { type ShardedIdsOptions, shardedIds } from '@shardflake/mikro-orm'
+
+export interface BlogAuthor {
+  id: bigint
+  email: string
+}
+export interface BlogPost {
+  id: bigint
+  author: BlogAuthor
+  title: string
+  comments: Collection<BlogComment>
+}
+export interface BlogComment {
+  id: bigint
+  post: BlogPost
+  body: string
+}
+
+/** The blog's entities in one of the three forms (legacy, es, defineEntity). */
+export interface BlogEntities {
+  Author: EntityName<BlogAuthor>
+  Post: EntityName<BlogPost>
+  Comment: EntityName<BlogComment>
+}
+
+/** MikroORM on `url` with the entities; never creates the schema (the tests do). */
+export function openOrm(
+  dialect: Dialect,
+  url: string,
+  entities: readonly unknown[],
+  subscribers: readonly object[],
+): Promise<MikroORM> {
+  const options: Options = {
+    clientUrl: url,
+    entities: [...entities] as Options['entities'],
+    subscribers: subscribers as Options['subscribers'],
+    pool: { max: 8 },
+  }
+  if (dialect === 'postgres') return PostgresOrm.init(options)
+  return MariaDbOrm.init(options)
+}
+
+/** The conformance blog written through MikroORM: one forked EntityManager per operation. */
+export async function mikroBlog(
+  dialect: Dialect,
+  entities: BlogEntities,
+  { source, raw }: AdapterSetupContext,
+  options: Omit<ShardedIdsOptions, 'source'> = {},
+): Promise<BlogThroughOrm> {
+  const { Author, Post, Comment } = entities
+  const orm = await openOrm(
+    dialect,
+    raw.url,
+    [Author, Post, Comment],
+    [shardedIds({ source, ...options })],
+  )
+  const fork = (): EntityManager => orm.em.fork()
+  const author = (em: EntityManager, id: bigint | string | undefined) =>
+    id === undefined ? undefined : em.getReference(Author, BigInt(id))
+  const post = (
+    em: EntityManager,
+    data: { authorId: bigint | string | undefined; title: string },
+  ) => em.create(Post, { author: author(em, data.authorId), title: data.title } as BlogPost)
+
+  return {
+    idType: 'bigint',
+    async createAuthor(email) {
+      const em = fork()
+      const created = em.create(Author, { email })
+      await em.flush()
+      return created.id
+    },
+    async createPost(data) {
+      const em = fork()
+      const created = post(em, data)
+      if (data.id !== undefined) created.id = BigInt(data.id)
+      await em.flush()
+      return created.id
+    },
+    async createPosts(posts) {
+      const em = fork()
+      const created = posts.map((data) => post(em, data))
+      await em.flush()
+      return created.map((entity) => entity.id)
+    },
+    async createPostWithComments(data, bodies) {
+      const em = fork()
+      const created = em.create(Post, {
+        author: author(em, data.authorId),
+        title: data.title,
+        comments: bodies.map((body) => ({ body })),
+      } as RequiredEntityData<BlogPost>)
+      await em.flush()
+      return { postId: created.id, commentIds: created.comments.getItems().map((c) => c.id) }
+    },
+    async createPostThenFail(data) {
+      await fork().transactional(async (em) => {
+        post(em, data)
+        await em.flush()
+        throw new Error('rolled back on purpose')
+      })
+    },
+    close: () => orm.close(true),
+  }
+}

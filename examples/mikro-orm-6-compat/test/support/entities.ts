@@ -1,0 +1,71 @@
+/**
+ * The conformance blog on MikroORM 6.6, in the two forms it offers: legacy decorators (from
+ * `@mikro-orm/core`, with `ShardedId` from `@shardflake/mikro-orm/v6`) and `defineEntity`.
+ */
+import {
+  Collection,
+  defineEntity,
+  Entity,
+  ManyToOne,
+  OneToMany,
+  Property,
+  p,
+} from '@mikro-orm/core'
+import { shardedId } from '@shardflake/mikro-orm'
+import { ShardedId } from '@shardflake/mikro-orm/v6'
+
+@Entity({ tableName: 'authors' })
+export class Author {
+  @ShardedId({ shardBy: 'email' }) id!: bigint
+  @Property({ type: 'string', unique: true }) email!: string
+}
+
+@Entity({ tableName: 'posts' })
+export class Post {
+  @ShardedId({ shardBy: 'author' }) id!: bigint
+  @ManyToOne(() => Author) author!: Author
+  @Property({ type: 'string' }) title!: string
+  @OneToMany(
+    () => Comment,
+    (comment) => comment.post,
+  )
+  comments = new Collection<Comment>(this)
+}
+
+@Entity({ tableName: 'comments' })
+export class Comment {
+  @ShardedId({ sameShardAs: 'post' }) id!: bigint
+  @ManyToOne(() => Post) post!: Post
+  @Property({ type: 'string' }) body!: string
+}
+
+export const legacyBlog = { Author, Post, Comment }
+
+export const DefinedAuthor = defineEntity({
+  name: 'DefinedAuthor',
+  tableName: 'authors',
+  properties: { id: shardedId({ shardBy: 'email' }), email: p.string() },
+})
+
+export const DefinedPost = defineEntity({
+  name: 'DefinedPost',
+  tableName: 'posts',
+  properties: {
+    id: shardedId({ shardBy: 'author' }),
+    author: () => p.manyToOne(DefinedAuthor),
+    title: p.string(),
+    comments: () => p.oneToMany(DefinedComment).mappedBy('post'),
+  },
+})
+
+export const DefinedComment = defineEntity({
+  name: 'DefinedComment',
+  tableName: 'comments',
+  properties: {
+    id: shardedId({ sameShardAs: 'post' }),
+    post: () => p.manyToOne(DefinedPost),
+    body: p.string(),
+  },
+})
+
+export const definedBlog = { Author: DefinedAuthor, Post: DefinedPost, Comment: DefinedComment }
