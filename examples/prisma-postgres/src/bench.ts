@@ -3,7 +3,7 @@
  * IDs against `BigInt @id @default(autoincrement())`, in the same run, rounds alternating.
  *
  *   node src/bench.ts [--json] [--rounds 12] [--single 60] [--users 100]
- *                     [--prefetch 32] [--max-age 5000]
+ *                     [--prefetch 256] [--max-age 5000] [--prefix sf_prisma_example]
  *
  * Every round runs, for each mode in turn (the order rotates), `--single` posts each followed by
  * a comment, one create at a time, then one `createMany` of 1000 posts and one of 1000 comments.
@@ -13,7 +13,8 @@
  * Modes, each in its own database (`sf_prisma_example_<mode>`) so no shard has two sources:
  * - `autoincrement`: the baseline, IDs from BIGSERIAL.
  * - `in-process`: `InProcessSource`, no round trip.
- * - `next_id() + prefetch`: `PostgresSource` with a prefetch buffer per shard.
+ * - `next_id() + prefetch`: `PostgresSource` with a prefetch buffer per shard (the way to use a
+ *   database source with Prisma).
  * - `next_id()`: `PostgresSource`, one round trip per create (for reference).
  * - `app-assigned, no extension`: the same IDs set by hand on a plain client: what sending an
  *   explicit BIGINT costs Prisma by itself, the ceiling for any assigned-before-INSERT scheme.
@@ -27,10 +28,10 @@ import {
   stringifyIds,
 } from '@shardflake/core'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
-import { shardedIds } from '@shardflake/prisma'
 import pg from 'pg'
 import { PrismaClient } from './generated/prisma/client.ts'
-import { models } from './generated/shardflake/index.ts'
+// The extension with this schema's models bound, written by `prisma generate`.
+import { shardedIds } from './generated/shardflake/index.ts'
 
 const argv = process.argv.slice(2)
 const flag = (name: string, fallback: number) => {
@@ -41,8 +42,14 @@ const json = argv.includes('--json')
 const rounds = flag('rounds', 12)
 const singles = flag('single', 60)
 const users = flag('users', 100)
-const prefetchSize = flag('prefetch', 32)
+// A createMany of 1000 rows over 64 shards takes ~16 IDs per shard: a buffer of a few batches
+// serves most of them, where a small one (32) refills half the shards on every batch.
+const prefetchSize = flag('prefetch', 256)
 const prefetchMaxAgeMs = flag('max-age', 5000)
+const at = argv.indexOf('--prefix')
+/** Databases are `<prefix>_<mode>`: the tests use their own. */
+const prefix = at >= 0 ? argv[at + 1]! : 'sf_prisma_example'
+if (!/^[a-z_][a-z0-9_]*$/.test(prefix)) throw new Error(`--prefix: not a plain name: ${prefix}`)
 const batchSize = 1000
 const logicalShards = 64
 const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -110,9 +117,7 @@ function autoWorkload(url: string): Workload {
 }
 
 function shardedWorkload(url: string, source: IdSource, close: () => Promise<void>): Workload {
-  const prisma = new PrismaClient({ adapter: adapter(url) }).$extends(
-    shardedIds({ source, models }),
-  )
+  const prisma = new PrismaClient({ adapter: adapter(url) }).$extends(shardedIds({ source }))
   return {
     createUser: async (email) => (await prisma.user.create({ data: { email } })).id,
     createPost: async (userId, title) => (await prisma.post.create({ data: { userId, title } })).id,
@@ -162,13 +167,13 @@ async function databaseSource(url: string, prefetch: boolean) {
 }
 
 async function setup(): Promise<Mode[]> {
-  const specs = [
-    ['autoincrement', 'sf_prisma_example_auto'],
-    ['in-process', 'sf_prisma_example_inproc'],
-    ['next_id() + prefetch', 'sf_prisma_example_prefetch'],
-    ['next_id()', 'sf_prisma_example_nextid'],
-    ['app-assigned, no extension', 'sf_prisma_example_manual'],
-  ] as const
+  const specs: [string, string][] = [
+    ['autoincrement', `${prefix}_auto`],
+    ['in-process', `${prefix}_inproc`],
+    ['next_id() + prefetch', `${prefix}_prefetch`],
+    ['next_id()', `${prefix}_nextid`],
+    ['app-assigned, no extension', `${prefix}_manual`],
+  ]
   const modes: Mode[] = []
   for (const [name, database] of specs) {
     const url = await freshDatabase(database)
@@ -246,13 +251,13 @@ function quantile(values: number[], q: number): number {
 }
 
 async function indexSizes(mode: Mode) {
-  const prefix = mode.name === 'autoincrement' ? 'auto_' : ''
+  const tablePrefix = mode.name === 'autoincrement' ? 'auto_' : ''
   const db = new pg.Client({ connectionString: mode.url })
   await db.connect()
   const sizes: Record<string, { rows: number; indexBytes: number; bytesPerRow: number }> = {}
   for (const table of ['posts', 'comments']) {
     const { rows } = await db.query(
-      `SELECT (SELECT COUNT(*) FROM ${prefix}${table})::int AS rows, pg_relation_size('${prefix}${table}_pkey')::int AS bytes`,
+      `SELECT (SELECT COUNT(*) FROM ${tablePrefix}${table})::int AS rows, pg_relation_size('${tablePrefix}${table}_pkey')::int AS bytes`,
     )
     const { rows: n, bytes } = rows[0] as { rows: number; bytes: number }
     sizes[table] = { rows: n, indexBytes: bytes, bytesPerRow: Math.round((bytes / n) * 10) / 10 }

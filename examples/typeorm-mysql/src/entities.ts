@@ -32,3 +32,31 @@ export class AutoPost {
   @Column({ type: 'varchar', length: 200 })
   title!: string
 }
+
+/** `posts_sharded` again, for the run whose `MysqlSource` prefetches IDs (its own DataSource). */
+@Entity('posts_sharded_prefetch')
+@Index(['userId'])
+export class PrefetchedPost {
+  @ShardedId<PrefetchedPost>({ shardBy: 'userId' })
+  id?: string
+
+  @Column({ type: 'bigint', name: 'user_id' })
+  userId!: string
+
+  @Column({ type: 'varchar', length: 200 })
+  title!: string
+}
+
+/** `posts_sharded` again, for the MySQL run with the in-process source (no round trip at all). */
+@Entity('posts_sharded_inproc')
+@Index(['userId'])
+export class InProcessPost {
+  @ShardedId<InProcessPost>({ shardBy: 'userId' })
+  id?: string
+
+  @Column({ type: 'bigint', name: 'user_id' })
+  userId!: string
+
+  @Column({ type: 'varchar', length: 200 })
+  title!: string
+}

@@ -1,0 +1,105 @@
+/**
+ * The example runs as users run it (`prisma generate`, then `node src/bench.ts`, against the
+ * built packages) in databases of its own, and the rows it writes are checked with raw SQL:
+ * posts on their user's shard, comments on their post's, every row counted. Timings are
+ * printed by the example, never asserted.
+ */
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { instagram } from '@shardflake/core'
+import pg from 'pg'
+import { beforeAll, expect, it } from 'vitest'
+
+const run = promisify(execFile)
+const root = join(import.meta.dirname, '..')
+const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const prefix = 'sf_prisma_example_test'
+const logicalShards = 64
+
+beforeAll(async () => {
+  await run(
+    join(root, 'node_modules', '.bin', 'prisma'),
+    ['generate', '--schema', 'prisma/schema.prisma'],
+    {
+      cwd: root,
+      env: {
+        ...process.env,
+        // as `pnpm generate` and `npx prisma generate` do: the generator's bin is on the PATH
+        PATH: `${join(root, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
+        PRISMA_SCHEMA_ENGINE_BINARY: process.env.PRISMA_SCHEMA_ENGINE_BINARY ?? '/bin/false',
+        CHECKPOINT_DISABLE: '1',
+      },
+    },
+  )
+}, 120_000)
+
+async function query<T>(database: string, sql: string): Promise<T[]> {
+  const url = new URL(baseUrl)
+  url.pathname = `/${prefix}_${database}`
+  const client = new pg.Client({ connectionString: url.toString() })
+  await client.connect()
+  try {
+    return (await client.query(sql)).rows as T[]
+  } finally {
+    await client.end()
+  }
+}
+
+it('writes every post on its user shard and every comment on its post shard, in every mode', async () => {
+  const { stdout } = await run(
+    process.execPath,
+    [
+      join(root, 'src', 'bench.ts'),
+      '--json',
+      '--rounds',
+      '1',
+      '--single',
+      '3',
+      '--users',
+      '4',
+      '--prefix',
+      prefix,
+    ],
+    { cwd: root, env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 },
+  )
+  const { results } = JSON.parse(stdout) as {
+    results: { mode: string; single: { ratio: number }; createMany: { ratio: number } }[]
+  }
+  expect(results.map((r) => r.mode)).toEqual([
+    'autoincrement',
+    'in-process',
+    'next_id() + prefetch',
+    'next_id()',
+    'app-assigned, no extension',
+  ])
+  expect(results[0]!.single.ratio).toBe(1)
+
+  for (const database of ['inproc', 'prefetch', 'nextid', 'manual']) {
+    const posts = await query<{ id: string; user_id: string }>(
+      database,
+      'SELECT id::text, user_id::text FROM posts',
+    )
+    const comments = await query<{ id: string; post_id: string }>(
+      database,
+      'SELECT id::text, post_id::text FROM comments',
+    )
+    // one round: 3 single posts + 1000 from createMany; the same for comments
+    expect(posts).toHaveLength(1003)
+    expect(comments).toHaveLength(1003)
+    expect(await query(database, 'SELECT id FROM users')).toHaveLength(4)
+    for (const post of posts) {
+      expect(instagram.shardOf(BigInt(post.id))).toBe(
+        Number(BigInt(post.user_id) % BigInt(logicalShards)),
+      )
+    }
+    for (const comment of comments) {
+      expect(instagram.shardOf(BigInt(comment.id))).toBe(instagram.shardOf(BigInt(comment.post_id)))
+    }
+  }
+  const [auto] = await query<{ posts: number; comments: number }>(
+    'auto',
+    'SELECT (SELECT count(*) FROM auto_posts)::int AS posts, (SELECT count(*) FROM auto_comments)::int AS comments',
+  )
+  expect(auto).toEqual({ posts: 1003, comments: 1003 })
+}, 180_000)
