@@ -38,6 +38,10 @@ interface Buffer {
  * The per-shard buffers behind {@link PrefetchSource}, for sources that offer a `prefetch` option
  * of their own (`PostgresSource`, `MysqlSource`): give it the function that fetches `count` IDs of
  * a shard in one round trip. Concurrent callers share one fetch per shard.
+ *
+ * A buffer serves every caller, so `fetch` must use the source's own connections, never a
+ * caller's (`IdRequestContext.query`): IDs reserved inside a caller's transaction could be given
+ * back by its rollback (an InnoDB counter) while other callers still hold them.
  */
 export class PrefetchBuffers {
   readonly size: number
@@ -46,11 +50,7 @@ export class PrefetchBuffers {
 
   /** @throws ConfigurationError for a size that is not a positive integer or a negative age. */
   constructor(
-    private readonly fetch: (
-      shard: number,
-      count: number,
-      context?: IdRequestContext,
-    ) => Promise<readonly bigint[]>,
+    private readonly fetch: (shard: number, count: number) => Promise<readonly bigint[]>,
     options: PrefetchOptions,
   ) {
     const { size, maxAgeMs = 1000 } = options
@@ -67,7 +67,7 @@ export class PrefetchBuffers {
    * `count` IDs of a shard, ascending: what the buffer holds first, then one fetch for the rest
    * (plus {@link PrefetchOptions.size} more for the next callers).
    */
-  async take(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
+  async take(shard: number, count: number): Promise<bigint[]> {
     checkCount(count)
     let buffer = this.buffers.get(shard)
     if (!buffer) {
@@ -86,7 +86,6 @@ export class PrefetchBuffers {
         target.pending = this.fetch(
           shard,
           missing > this.size ? missing + this.size : this.size,
-          context,
         ).then(
           (ids) => {
             target.ids = ids
@@ -115,6 +114,9 @@ export class PrefetchBuffers {
  * IDs and small batches come from IDs fetched earlier while they are fresh, so an insert of one
  * row or a flush of ten pays no round trip of its own. IDs stay distinct and, per shard, ascending.
  *
+ * The buffers are shared by all callers, so the inner source is always asked without the
+ * caller's context: a transaction's connection (`context.query`) is never used to fill them.
+ *
  * @example
  * ```ts
  * import { PrefetchSource } from '@shardflake/core'
@@ -140,17 +142,19 @@ export class PrefetchSource implements IdSource {
     this.layout = inner.layout
     this.logicalShards = inner.logicalShards
     this.buffers = new PrefetchBuffers(
-      async (shard, count, context) => await inner.nextIds(shard, count, context),
+      async (shard, count) => await inner.nextIds(shard, count),
       options,
     )
   }
 
-  async nextId(shard: number, context?: IdRequestContext): Promise<bigint> {
-    return (await this.buffers.take(shard, 1, context))[0]!
+  /** One ID of a shard from its buffer. The context is not passed on (see above). */
+  async nextId(shard: number, _context?: IdRequestContext): Promise<bigint> {
+    return (await this.buffers.take(shard, 1))[0]!
   }
 
-  nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
-    return this.buffers.take(shard, count, context)
+  /** `count` IDs of a shard from its buffer. The context is not passed on (see above). */
+  nextIds(shard: number, count: number, _context?: IdRequestContext): Promise<bigint[]> {
+    return this.buffers.take(shard, count)
   }
 
   /** Drops the buffers and closes the inner source. */

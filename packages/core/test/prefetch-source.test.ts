@@ -13,6 +13,7 @@ import {
 function countingSource() {
   const inner = new InProcessSource({ layout: instagram, shards: 'all' })
   const calls: Array<[shard: number, count: number]> = []
+  const contexts: unknown[] = []
   let failNext = false
   const source: IdSource = {
     layout: instagram,
@@ -21,8 +22,9 @@ function countingSource() {
     async nextId(shard) {
       return (await this.nextIds(shard, 1))[0]!
     },
-    async nextIds(shard, count) {
+    async nextIds(shard, count, context) {
       calls.push([shard, count])
+      contexts.push(context)
       await new Promise((resolve) => setTimeout(resolve, 1))
       if (failNext) {
         failNext = false
@@ -31,7 +33,7 @@ function countingSource() {
       return inner.nextIds(shard, count)
     },
   }
-  return { source, calls, failOnce: () => (failNext = true) }
+  return { source, calls, contexts, failOnce: () => (failNext = true) }
 }
 
 const ascending = (ids: readonly bigint[]) => ids.every((id, i) => i === 0 || ids[i - 1]! < id)
@@ -112,6 +114,19 @@ describe('PrefetchSource', () => {
     await expect(prefetch.nextId(5)).rejects.toBeInstanceOf(SourceUnavailableError)
     expect(instagram.shardOf(await prefetch.nextId(5))).toBe(5)
     expect(calls).toHaveLength(2)
+  })
+
+  it("never fills a shared buffer on a caller's connection (its rollback could give the IDs back)", async () => {
+    const { source, calls, contexts } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 10 })
+    const query = async () => [] as Record<string, unknown>[]
+    const ids = [await prefetch.nextId(5, { query }), ...(await prefetch.nextIds(5, 30, { query }))]
+    expect(new Set(ids).size).toBe(31)
+    expect(calls).toEqual([
+      [5, 10],
+      [5, 31],
+    ])
+    expect(contexts).toEqual([undefined, undefined])
   })
 
   it('refuses bad options and counts', async () => {

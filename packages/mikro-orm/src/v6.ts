@@ -37,13 +37,13 @@ export function ShardedId<T extends object = object>(
 ): (target: object, propertyName: string) => void {
   // Read from the namespace: MikroORM 7's typings (which this package compiles against) have no
   // PrimaryKey in @mikro-orm/core.
-  const PrimaryKey = (core as unknown as { PrimaryKey?: LegacyPrimaryKey }).PrimaryKey
+  const PrimaryKey: unknown = Reflect.get(core, 'PrimaryKey')
   if (typeof PrimaryKey !== 'function') {
     throw new ConfigurationError(
       '@shardflake/mikro-orm/v6 is for MikroORM 6, whose decorators live in @mikro-orm/core. On MikroORM 7 import ShardedId from @shardflake/mikro-orm/legacy (or /es).',
     )
   }
-  return PrimaryKey(primaryKeyOptions(options))
+  return (PrimaryKey as LegacyPrimaryKey)(primaryKeyOptions(options))
 }
 
 export type { ShardedIdOptions, ShardedIdRule } from './sharded-id'

@@ -54,7 +54,8 @@ export interface PostgresSourceOptions {
   /**
    * Run the query on the caller's connection (`context.query`, e.g. the ORM's transaction) when
    * one is given. Only correct when that connection is to the database holding the shard, so off
-   * unless you say so; a function decides per shard.
+   * unless you say so; a function decides per shard. Such calls skip the prefetch buffer: they
+   * draw exactly what they return, on that connection.
    * @default false
    */
   useContextQuery?: boolean | ((shard: number) => boolean)
@@ -127,7 +128,7 @@ export class PostgresSource implements IdSource {
     this.logicalShards = options.logicalShards ?? (last ? last.to + 1 : layout.shardCount)
     if (options.prefetch) {
       this.buffers = new PrefetchBuffers(
-        (shard, count, context) => this.fetch(shard, count, context),
+        (shard, count) => this.fetch(shard, count),
         options.prefetch,
       )
     }
@@ -158,8 +159,10 @@ export class PostgresSource implements IdSource {
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     this.checkShard(shard)
-    if (this.buffers) return this.buffers.take(shard, count, context)
-    return this.fetch(shard, count, context)
+    // A call on the caller's connection takes exactly what it returns; buffers use the pools.
+    const query = context?.query && this.useContext(shard) ? context.query : undefined
+    if (this.buffers && !query) return this.buffers.take(shard, count)
+    return this.fetch(shard, count, query)
   }
 
   /** Drops the prefetch buffers. The pools belong to the caller, who ends them. */
@@ -189,7 +192,11 @@ export class PostgresSource implements IdSource {
     return sql
   }
 
-  private async fetch(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
+  private async fetch(
+    shard: number,
+    count: number,
+    query?: IdRequestContext['query'],
+  ): Promise<bigint[]> {
     if (this.closed) throw new ConfigurationError('This PostgresSource is closed.')
     const sql = this.statement(shard)
     const database = this.map.targetFor(shard)
@@ -198,9 +205,7 @@ export class PostgresSource implements IdSource {
       // The first use of a database checks its layout alongside the first fetch (no extra wait).
       const [, result] = await Promise.all([
         this.verify(database),
-        context?.query && this.useContext(shard)
-          ? context.query(sql, [count])
-          : database.query(sql, [count]).then((r) => r.rows),
+        query ? query(sql, [count]) : database.query(sql, [count]).then((r) => r.rows),
       ])
       rows = result
     } catch (error) {

@@ -197,6 +197,28 @@ describe('PostgresSource over two physical databases', () => {
     }
     expect(seen).toHaveLength(1)
     expect(client.count).toBe(1)
+
+    // With a prefetch buffer too, a call on the caller's connection draws exactly what it
+    // returns there, and the shared buffer is filled through the pool only.
+    const buffered = new PostgresSource({
+      layout: instagram,
+      databases: client,
+      useContextQuery: true,
+      prefetch: { size: 50 },
+    })
+    const onCaller: string[] = []
+    const direct = await buffered.nextIds(0, 3, {
+      query: async (sql, params) => {
+        onCaller.push(sql)
+        return (await poolA.query(sql, [...params])).rows
+      },
+    })
+    expect(direct).toHaveLength(3)
+    expect(onCaller).toHaveLength(1)
+    const countBefore = client.count
+    const pooled = [await buffered.nextId(0), await buffered.nextId(0)]
+    expect(client.count - countBefore).toBe(1)
+    expect(pooled[0]! > direct[2]!).toBe(true)
   })
 
   it('a clock stepped back further than the function may wait: ClockMovedBackwardsError, nothing issued', async () => {
