@@ -2,6 +2,8 @@ import type { RawDatabase } from '@shardflake/conformance'
 import { type IdSource, instagram } from '@shardflake/core'
 import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import { RedisSource } from '@shardflake/redis'
+import { Redis } from 'ioredis'
 import pg from 'pg'
 
 const range = (count: number) => Array.from({ length: count }, (_, shard) => shard)
@@ -32,6 +34,24 @@ export async function mysqlSource(
     for (const shard of range(count))
       await pool.query(`DROP DATABASE IF EXISTS \`${prefix}${shard}\``)
     await pool.end()
+  })
+}
+
+/**
+ * `RedisSource` on the shared Redis (`REDIS_URL`) under a key prefix of its own; closing deletes
+ * the prefix's keys.
+ */
+export function redisSource(keyPrefix: string): IdSource {
+  const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const source = new RedisSource({ layout: instagram, servers: url, keyPrefix })
+  return withClose(source, async () => {
+    const client = new Redis(url)
+    try {
+      const keys = await client.keys(`${keyPrefix}*`)
+      if (keys.length > 0) await client.del(...keys)
+    } finally {
+      client.disconnect()
+    }
   })
 }
 
