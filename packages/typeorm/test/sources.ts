@@ -6,6 +6,8 @@ import type { RawDatabase } from '@shardflake/conformance'
 import { type IdSource, instagram } from '@shardflake/core'
 import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import { RedisSource } from '@shardflake/redis'
+import { Redis } from 'ioredis'
 import pg from 'pg'
 
 /** `PostgresSource` over `next_id()` of shards 0-63 in the suite's database, on the ORM's connection. */
@@ -25,4 +27,22 @@ export async function mysqlSource(raw: RawDatabase, prefix: string): Promise<IdS
   const shards = [0, 1, 2, 3, 4, 5, 6, 7]
   await installMysqlShards(pool, { layout: instagram, shards, schemaPrefix: prefix })
   return new MysqlSource({ layout: instagram, pool, shards, schemaPrefix: prefix, endPools: true })
+}
+
+/** `RedisSource` on the shared Redis (`REDIS_URL`) under its own key prefix, deleted on close. */
+export function redisSource(keyPrefix: string): IdSource {
+  const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const source = new RedisSource({ layout: instagram, servers: url, keyPrefix })
+  const close = source.close.bind(source)
+  source.close = async () => {
+    await close()
+    const client = new Redis(url)
+    try {
+      const keys = await client.keys(`${keyPrefix}*`)
+      if (keys.length > 0) await client.del(...keys)
+    } finally {
+      client.disconnect()
+    }
+  }
+  return source
 }

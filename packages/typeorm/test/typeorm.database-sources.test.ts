@@ -1,6 +1,6 @@
 import { describeAdapter } from '@shardflake/conformance'
 import { blogOnTypeorm } from './blog'
-import { mysqlSource, postgresSource } from './sources'
+import { mysqlSource, postgresSource, redisSource } from './sources'
 
 describeAdapter('TypeORM 1.x / PostgreSQL / PostgresSource', {
   dialect: 'postgres',
@@ -35,6 +35,22 @@ describeAdapter('TypeORM 1.x / MariaDB / MysqlSource, bigint IDs, posts follow t
   logicalShards: 8,
   postsFollowAuthor: true,
   createSource: (raw) => mysqlSource(raw, 'sf_typeorm_s2_'),
+  setup: async ({ raw, source }) =>
+    blogOnTypeorm(raw, source, { idType: 'bigint', postsFollowAuthor: true }),
+})
+
+describeAdapter('TypeORM 1.x / PostgreSQL / RedisSource', {
+  dialect: 'postgres',
+  database: 'sf_typeorm_pg_redis',
+  createSource: () => redisSource('sf:typeorm:pg:'),
+  setup: async ({ raw, source }) => blogOnTypeorm(raw, source),
+})
+
+describeAdapter('TypeORM 1.x / MariaDB / RedisSource, bigint IDs, posts follow their author', {
+  dialect: 'mysql',
+  database: 'sf_typeorm_my_redis_bf',
+  postsFollowAuthor: true,
+  createSource: () => redisSource('sf:typeorm:my:'),
   setup: async ({ raw, source }) =>
     blogOnTypeorm(raw, source, { idType: 'bigint', postsFollowAuthor: true }),
 })
