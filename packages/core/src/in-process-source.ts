@@ -224,6 +224,11 @@ export class InProcessSource implements SyncIdSource {
 
   private now(): number {
     const ms = this.clock()
+    if (!Number.isFinite(ms)) {
+      throw new ConfigurationError(
+        `The clock of this InProcessSource returned ${String(ms)}, not a number of ms since 1970: no ID was issued.`,
+      )
+    }
     const time = Math.floor((ms - this.layout.epoch) / this.layout.timeUnitMs)
     return time >= 0 ? time : this.layout.timeAt(ms)
   }

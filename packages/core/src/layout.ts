@@ -138,7 +138,8 @@ export class Layout {
   readonly timeEndsAt: Date
   /**
    * From when IDs of this layout are negative in a signed BIGINT, or `undefined` when the layout
-   * leaves bit 63 unused. Generation stops there unless `allowSignBit` is set.
+   * leaves bit 63 unused (or gives it to a field other than time, which only `allowSignBit` or a
+   * decode-only layout allows). Generation stops there unless `allowSignBit` is set.
    */
   readonly negativeFrom: Date | undefined
   /** Shift of each field, in bits from the least significant end. @internal */
@@ -191,6 +192,15 @@ export class Layout {
     }
     const usesSignBit = totalBits === 64
     const allowSignBit = options.allowSignBit ?? false
+    // With 64 bits the highest field holds the sign bit. When that field is the time, IDs turn
+    // negative on a known date and generation stops there; any other field would make some of
+    // its values (shards, workers, sequences) negative from the start.
+    const timeHoldsSignBit = order[0] === 'time'
+    if (usesSignBit && !timeHoldsSignBit && !allowSignBit && !(options.decodeOnly ?? false)) {
+      fail(
+        `with 64 bits the highest field (${order[0]}) holds the sign bit, so some of its values would make negative IDs. Put time first, use at most 63 bits, or set allowSignBit if negative IDs are acceptable.`,
+      )
+    }
 
     this.name = name
     this.epoch = epoch
@@ -208,9 +218,13 @@ export class Layout {
     this.maxSequence = 2 ** sequenceBits - 1
     this.capacityPerMs = 2 ** sequenceBits / timeUnitMs
     this.timeEndsAt = new Date(epoch + 2 ** timeBits * timeUnitMs)
-    this.negativeFrom = usesSignBit ? new Date(epoch + 2 ** (timeBits - 1) * timeUnitMs) : undefined
+    this.negativeFrom =
+      usesSignBit && timeHoldsSignBit
+        ? new Date(epoch + 2 ** (timeBits - 1) * timeUnitMs)
+        : undefined
     this.shifts = Object.freeze(shifts)
-    this.timeLimit = usesSignBit && !allowSignBit ? 2 ** (timeBits - 1) : 2 ** timeBits
+    this.timeLimit =
+      usesSignBit && timeHoldsSignBit && !allowSignBit ? 2 ** (timeBits - 1) : 2 ** timeBits
     Object.freeze(this)
   }
 

@@ -1,4 +1,4 @@
-import { LayoutMismatchError } from './errors'
+import { ConfigurationError, LayoutMismatchError } from './errors'
 import type { IdRequestContext, IdSource } from './id-source'
 import type { Layout } from './layout'
 import { ShardMap, type ShardRange } from './shard-map'
@@ -10,6 +10,7 @@ import { ShardMap, type ShardRange } from './shard-map'
  * one layout, IDs stay comparable.
  *
  * @throws LayoutMismatchError when the sources' layouts differ.
+ * @throws ConfigurationError for a source without a layout (a ticket server).
  * @throws InvalidArgumentError when ranges overlap.
  * @example
  * ```ts
@@ -33,7 +34,12 @@ export class RoutedSource implements IdSource {
     options: { logicalShards?: number } = {},
   ) {
     for (const { target, from, to } of ranges) {
-      if (target.layout && !target.layout.equals(layout)) {
+      if (!target.layout) {
+        throw new ConfigurationError(
+          `The source for shards ${from}-${to} makes IDs without a layout (a ticket server): their shard could not be read back, so co-located rows would land on the wrong shard. Route only sources of layout ${JSON.stringify(layout.name)}.`,
+        )
+      }
+      if (!target.layout.equals(layout)) {
         throw new LayoutMismatchError(
           `The source for shards ${from}-${to} makes IDs of layout ${JSON.stringify(target.layout.name)}, not ${JSON.stringify(layout.name)}: IDs of one application must share one layout.`,
         )

@@ -96,6 +96,14 @@ describe('InProcessSource', () => {
     expect(after > before.at(-1)!).toBe(true)
   })
 
+  it('refuses a clock that returns no number instead of issuing IDs at time 0', () => {
+    for (const value of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      const source = new InProcessSource({ layout: instagram, shards: 'all', clock: () => value })
+      expect(() => source.nextIds(1341, 3)).toThrow(ConfigurationError)
+      expect(() => source.nextId(1341)).toThrow(/returned (NaN|Infinity)/)
+    }
+  })
+
   it('keeps each shard apart and encodes the shard', () => {
     const source = new InProcessSource({ layout: instagram, shards: [1, 2] })
     const a = source.nextIds(1, 100)

@@ -27,6 +27,10 @@ describe('defineLayout', () => {
     [{ epoch: Date.now() + 60_000 }, /lies in the future/],
     [{ timeUnitMs: 0 }, /timeUnitMs must be a positive integer/],
     [{ order: ['time', 'shard', 'shard', 'sequence'] }, /order must name each/],
+    [
+      { timeBits: 40, shardBits: 14, order: ['shard', 'time', 'worker', 'sequence'] },
+      /highest field \(shard\) holds the sign bit/,
+    ],
   ])('refuses %o with a clear InvalidLayoutError', (override, message) => {
     expect(() =>
       defineLayout({ ...base, ...override } as Parameters<typeof defineLayout>[0]),
@@ -152,6 +156,20 @@ describe('compose and decompose', () => {
     expect(() => layout.compose({ timestamp: Date.now(), shard: 0, sequence: 1024 })).toThrow(
       InvalidArgumentError,
     )
+  })
+
+  it('gives the sign bit to another field than time only on request, and then never stops at it', () => {
+    const options = {
+      ...base,
+      timeBits: 40,
+      shardBits: 14,
+      order: ['shard', 'time', 'worker', 'sequence'] as const,
+    }
+    const layout = defineLayout({ ...options, allowSignBit: true })
+    expect(layout.negativeFrom).toBeUndefined()
+    expect(layout.timeLimit).toBe(2 ** 40)
+    expect(layout.compose({ timestamp: Date.now(), shard: 2 ** 13, sequence: 0 }) < 0n).toBe(true)
+    expect(defineLayout({ ...options, decodeOnly: true }).decodeOnly).toBe(true)
   })
 
   it('refuses values that are not IDs of the layout', () => {

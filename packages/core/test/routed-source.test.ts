@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   defineLayout,
+  type IdSource,
   InProcessSource,
   InvalidArgumentError,
   instagram,
@@ -44,6 +45,15 @@ describe('RoutedSource', () => {
     const stranger = new InProcessSource({ layout: other, shards: 'all' })
     expect(() => new RoutedSource(instagram, [{ from: 0, to: 9, target: stranger }])).toThrow(
       LayoutMismatchError,
+    )
+    const tickets: IdSource = {
+      layout: undefined,
+      synchronous: false,
+      nextId: async () => 1n,
+      nextIds: async (_shard, count) => Array.from({ length: count }, (_, i) => BigInt(i + 1)),
+    }
+    expect(() => new RoutedSource(instagram, [{ from: 0, to: 9, target: tickets }])).toThrow(
+      /without a layout \(a ticket server\)/,
     )
   })
 })
