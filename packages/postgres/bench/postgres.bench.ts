@@ -4,11 +4,14 @@
  * back to back with its baseline, in alternating order, once per rep; a ratio is the median of the
  * per-pair ratios, so load that drifts over seconds on a shared machine falls on both sides alike.
  *
- *   node bench/postgres.bench.ts [--seconds 2] [--reps 7] [--json]
+ *   node bench/postgres.bench.ts [--seconds 2] [--reps 7] [--cells <regex>] [--json]
+ *
+ * `--cells` runs only the variants whose name (`next_id@8`, `insert1000_client@1`, ...) matches
+ * the regular expression, each with its baseline: a long run can be split into several.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { instagram } from '@shardflake/core'
 import { installPostgres } from '@shardflake/postgres'
@@ -22,6 +25,8 @@ const option = (name: string, fallback: number) => {
 const seconds = option('seconds', 2)
 const reps = option('reps', 7)
 const json = args.includes('--json')
+const cellsIndex = args.indexOf('--cells')
+const only = cellsIndex >= 0 ? new RegExp(args[cellsIndex + 1] ?? '') : undefined
 const serverUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const DB = 'sf_pg_bench'
 
@@ -48,6 +53,7 @@ const values1000 = Array.from({ length: 1000 }, () => '(1)').join(',')
 const scripts: Record<string, string> = {
   nextval: `SELECT nextval('bench_seq');`,
   next_id: 'SELECT shard_5.next_id();',
+  next_ids_100: 'SELECT count(*) FROM shard_5.next_ids(100);',
   next_ids_1000: 'SELECT count(*) FROM shard_5.next_ids(1000);',
   insert_serial: 'INSERT INTO t_serial (payload) VALUES (1);',
   insert_default: 'INSERT INTO t_default (payload) VALUES (1);',
@@ -71,7 +77,9 @@ const cells: Cell[] = [
   { script: 'next_id', clients: 1, idsPerTx: 1, baseline: key('nextval', 1) },
   { script: 'nextval', clients: 8, idsPerTx: 1 },
   { script: 'next_id', clients: 8, idsPerTx: 1, baseline: key('nextval', 8) },
+  { script: 'next_ids_100', clients: 1, idsPerTx: 100, baseline: key('next_id', 1) },
   { script: 'next_ids_1000', clients: 1, idsPerTx: 1000, baseline: key('next_id', 1) },
+  { script: 'next_ids_1000', clients: 8, idsPerTx: 1000, baseline: key('next_id', 8) },
   { script: 'insert_serial', clients: 1, idsPerTx: 1 },
   { script: 'insert_default', clients: 1, idsPerTx: 1, baseline: key('insert_serial', 1) },
   { script: 'insert_serial', clients: 8, idsPerTx: 1 },
@@ -147,13 +155,17 @@ const run = async (cell: Cell): Promise<number> => {
   return ids
 }
 const byKey = new Map(cells.map((cell) => [key(cell.script, cell.clients), cell]))
+/** The variants to run (each with its baseline). */
+const selected = cells.flatMap((cell) =>
+  cell.baseline && (!only || only.test(key(cell.script, cell.clients)))
+    ? [{ cell, base: byKey.get(cell.baseline)! }]
+    : [],
+)
 for (let rep = 0; rep < reps; rep++) {
   if (!json) process.stderr.write(`rep ${rep + 1}/${reps}\n`)
-  for (const cell of cells) {
-    if (!cell.baseline) continue
+  for (const { cell, base } of selected) {
     // The variant and its baseline back to back, in alternating order, so that the load of a
     // shared machine (which drifts over seconds) falls on both sides of each ratio alike.
-    const base = byKey.get(cell.baseline)!
     const first = rep % 2 === 0 ? base : cell
     const second = first === base ? cell : base
     const a = await run(first)
@@ -173,23 +185,30 @@ const median = (values: number[]) => {
   const middle = sorted.length >> 1
   return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
-const rows = cells.map((cell) => {
-  const values = results.get(key(cell.script, cell.clients))!
-  const ratios = pairRatios.get(key(cell.script, cell.clients))
-  return {
-    cell: key(cell.script, cell.clients),
-    idsPerSecond: Math.round(median(values)),
-    min: Math.round(Math.min(...values)),
-    max: Math.round(Math.max(...values)),
-    baseline: cell.baseline ?? null,
-    ratio: ratios ? Number(median(ratios).toFixed(2)) : null,
-    ratioMin: ratios ? Number(Math.min(...ratios).toFixed(2)) : null,
-    ratioMax: ratios ? Number(Math.max(...ratios).toFixed(2)) : null,
-  }
-})
+const rows = cells
+  .filter((cell) => results.has(key(cell.script, cell.clients)))
+  .map((cell) => {
+    const values = results.get(key(cell.script, cell.clients))!
+    const ratios = pairRatios.get(key(cell.script, cell.clients))
+    return {
+      cell: key(cell.script, cell.clients),
+      idsPerSecond: Math.round(median(values)),
+      min: Math.round(Math.min(...values)),
+      max: Math.round(Math.max(...values)),
+      baseline: cell.baseline ?? null,
+      ratio: ratios ? Number(median(ratios).toFixed(2)) : null,
+      ratioMin: ratios ? Number(Math.min(...ratios).toFixed(2)) : null,
+      ratioMax: ratios ? Number(Math.max(...ratios).toFixed(2)) : null,
+    }
+  })
 if (json) {
-  console.log(JSON.stringify({ seconds, reps, rows }, null, 2))
+  console.log(JSON.stringify({ seconds, reps, load: loadavg(), rows }, null, 2))
 } else {
+  console.log(
+    `${new Date().toISOString()}, load average at the end ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  )
   console.log(
     `| cell | IDs/s (median of ${seconds} s runs) | min..max | baseline | ratio (median of ${reps} pairs) | ratio min..max |`,
   )

@@ -8,7 +8,7 @@ import {
 import { checkIdentifier, quoteIdent, quoteLiteral, quoteQualified } from './identifiers'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '1'
+export const SQL_VERSION = '2'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresLayoutOptions {
@@ -61,6 +61,17 @@ export interface PostgresSqlOptions extends PostgresLayoutOptions {
    * @default 2000
    */
   maxWaitMs?: number
+  /**
+   * From how many IDs on `next_ids(n)` reserves its n values in one move of the sequence (a
+   * constant number of sequence operations under the shard's advisory lock, whatever n is) instead
+   * of n `nextval` calls. Below it the per-value draw stays: it needs no lock and, with sequence
+   * `CACHE` 1, forces a WAL flush at commit only on every 32nd value, where each reservation forces
+   * one (it writes the sequence). Measured with pgbench: value by value made 1.6-3.4x the IDs/s of
+   * a reservation for n <= 16, 1.0-1.3x at 32 and 64, the same at 128; at 256 the reservation was
+   * ahead with 8 clients (1.26x). See the package README.
+   * @default 128
+   */
+  reserveFrom?: number
 }
 
 /** Every option resolved, plus the numbers the SQL is made of. @internal */
@@ -73,6 +84,7 @@ export interface ResolvedSqlOptions {
   marginMs: number
   maxDriftMs: number
   maxWaitMs: number
+  reserveFrom: number
   /** First key of the advisory locks (a hash of the common schema name). */
   lockKey: number
 }
@@ -122,6 +134,7 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
     marginMs: integer('marginMs', options.marginMs ?? 50, 1, 3_600_000),
     maxDriftMs: integer('maxDriftMs', options.maxDriftMs ?? 1000, 0, 86_400_000),
     maxWaitMs: integer('maxWaitMs', options.maxWaitMs ?? 2000, 0, 3_600_000),
+    reserveFrom: integer('reserveFrom', options.reserveFrom ?? 128, 1, 2_147_483_647),
     lockKey: fnv1a32(`shardflake:${schema}`) | 0,
   }
 }
@@ -175,6 +188,7 @@ function numbers(o: ResolvedSqlOptions) {
   const perUnit = 2n ** BigInt(S)
   const margin = BigInt(Math.max(1, Math.ceil(o.marginMs / unit))) * perUnit
   const drift = BigInt(Math.ceil(o.maxDriftMs / unit)) * perUnit
+  const wait = BigInt(Math.ceil(o.maxWaitMs / unit)) * perUnit
   const maxValue = BigInt(layout.timeLimit) * perUnit - 1n
   return {
     S,
@@ -182,6 +196,7 @@ function numbers(o: ResolvedSqlOptions) {
     epoch: layout.epoch,
     margin,
     drift,
+    wait,
     maxValue,
     seqMask: perUnit - 1n,
     timeMask: 2n ** BigInt(layout.timeBits) - 1n,
@@ -297,20 +312,62 @@ $$;
  * helpers they call, and its row in the metadata table. Idempotent: running it again keeps the
  * sequence where it is and replaces the functions.
  *
- * ## How `next_id()` never repeats an ID
+ * ## How `next_id()` and `next_ids(n)` never repeat an ID
  *
  * The sequence `id_seq` counts in ID space: its value is `time << sequenceBits | sequence`, so
- * each `nextval` is exactly one ID, whatever the clock does. The clock only decides when the
- * sequence has fallen more than `marginMs` behind; then one session (holding a session-level
- * advisory lock for microseconds) moves it forward with `setval`, never backwards.
+ * each value is exactly one ID, whatever the clock does. The clock only decides where the
+ * sequence should be; uniqueness rests on two rules, neither of which involves the clock or timing:
  *
- * `setval` is not atomic with other sessions' `nextval`, so moving the sequence is announced in
- * a second sequence, `id_gen`, used like a seqlock: the mover sets it to "not called" (readers see
- * NULL) before reading the sequence's last value and calling `setval`, and to a new value after.
- * Every draw reads `id_gen` before and after its `nextval` and keeps its value only when both
- * reads are equal and not NULL; otherwise it draws again (and, with CACHE above 1, first drops
- * the session's cached values with `DISCARD SEQUENCES`). So a value handed out can neither be
- * one drawn while the sequence was being moved nor be below where it was moved to.
+ * 1. **Only a "move" writes the sequence with `setval`**, and a move runs under the shard's
+ *    session-level advisory lock (so moves never overlap), reads the sequence's real last value
+ *    (`SELECT last_value FROM id_seq`: with `CACHE` above 1 that is the end of the last block any
+ *    session took) and sets it to a value above that last value. There are three moves: the
+ *    catch-up (to the clock, when the sequence is more than `marginMs` behind it), the
+ *    reservation of `next_ids(n)` for n >= `reserveFrom` (to the end of a range of n values that
+ *    starts after the last value, or at the clock when the last value is more than `marginMs`
+ *    behind), and the repair of a move whose session died (no `setval` of the sequence at all).
+ * 2. **A seqlock in a second sequence, `id_gen`.** A move sets `id_gen` to "not called" (readers
+ *    see NULL) before it reads the last value and to a generation never used before (`g + 1`)
+ *    after its `setval`; a catch-up that found nothing to move puts back `g`. Every draw reads
+ *    `id_gen` before (g1) and after (g2) its `nextval` calls and keeps the values only when
+ *    `g1 = g2`, not NULL; otherwise it drops them (gaps) and draws again, with `CACHE` above 1
+ *    after `DISCARD SEQUENCES`, which drops the block of values the session cached.
+ *
+ * Why that suffices. Reads and writes of a sequence are atomic (each under the page's buffer
+ * lock) and a draw makes them in program order (in `next_id()` the generation, `nextval` and the
+ * generation again are the arguments of one call, evaluated left to right), so every `nextval`
+ * falls either before a move's "not called", inside the move, or after its new generation. A
+ * draw whose reads both see the same non-NULL generation had no move begin or end between them (a
+ * move wholly in between shows a new number in g2, one overlapping a read shows NULL there; only
+ * a catch-up that wrote nothing can show the old number again, and it wrote no value), so each
+ * of its `nextval` calls lies wholly before or wholly after every move. The sequence only grows
+ * between moves, so a value taken before a move is at most the last value that move reads, and
+ * the move sets the sequence above it; a value taken after a move is above where it set the
+ * sequence. A move whose session died ends, for this argument, at the repair that gives the next
+ * generation under the lock; whether or not its `setval` ran, the next move reads the real value.
+ * Values taken *inside* a move (between its read and its `setval`; the mover may be descheduled
+ * there for any time, so there may be many) can be repeated after the `setval`, or fall into a
+ * reserved range — and they are exactly the ones every seqlock check throws away. With `CACHE`
+ * above 1, a block a session takes inside a move is thrown away whole (`DISCARD SEQUENCES`); a
+ * block taken outside every move is below the next move's read or above the previous move's
+ * target, so all its values are unique; and `setval` drops the mover's own cache. So the values
+ * kept — single draws, per-value batches and reserved ranges — are pairwise distinct. A reserved
+ * range is the mover's own: it lies above every value taken before the move and at or below
+ * where the sequence is set, so only values taken inside the move (all thrown away) can meet it.
+ *
+ * Waits. A draw that sees NULL waits on the advisory lock itself (blocked in the lock manager,
+ * woken when the mover lets go), then repairs `id_gen` if it is still NULL (the mover died:
+ * crash, `pg_terminate_backend`). A reservation waits on the lock too, rather than falling back
+ * to n `nextval` calls: while the lock is held `id_gen` is NULL and no draw can succeed anyway.
+ * A catch-up only tries the lock: whoever holds it is moving the sequence already. Every holder
+ * lets go before returning, on errors and on cancels (`statement_timeout`) too; nothing waits
+ * for the clock while holding it.
+ *
+ * The clock rules (not needed for uniqueness): a value more than `marginMs` behind the clock
+ * triggers a catch-up and a new draw; a value more than `maxDriftMs` ahead (a clock that stepped
+ * back, bursts above 2^sequenceBits per time unit, big reservations) makes the call wait for the
+ * clock, at most `maxWaitMs`, then fail with SF001 (the values drawn are dropped). A reservation
+ * that would end beyond what that wait can cover is refused without moving the sequence.
  */
 export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): string {
   const o = 'lockKey' in options ? options : resolveSqlOptions(options)
@@ -327,6 +384,7 @@ export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard
     `((${v} >> ${n.S}) << ${n.shifts.time}) | (${constant})::bigint | ((${v} & ${n.seqMask}) << ${n.shifts.sequence})`
   const nowV = `(${timeOf(o, `${c}.now_ms()`)} << ${n.S})`
   const lock = `${o.lockKey}, ${shard}`
+  const lockClass = o.lockKey >>> 0
   const discardInLoop = o.cache > 1 ? '\n      DISCARD SEQUENCES;' : ''
   const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
   return `-- shardflake ${SQL_VERSION}: logical shard ${shard} of layout ${JSON.stringify(layout.name)}
@@ -352,8 +410,25 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ${compose('v')}
 $$;
 
+-- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
+-- (statement_timeout) can land between taking the lock and the next statement, and a session
+-- lock left behind would stop every move of this shard's sequence while the session lives.
+CREATE OR REPLACE FUNCTION ${s}._unlock() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
+      AND classid = ${lockClass} AND objid = ${shard} AND objsubid = 2
+  ) THEN
+    PERFORM pg_advisory_unlock(${lock});
+  END IF;
+END
+$$;
+
 -- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock.
+-- moved; false when it did not need to or another session holds the lock (that session is
+-- moving the sequence).
 CREATE OR REPLACE FUNCTION ${s}._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -363,10 +438,10 @@ DECLARE
   target bigint;
   moved boolean := false;
 BEGIN
-  IF NOT pg_try_advisory_lock(${lock}) THEN
-    RETURN false;
-  END IF;
   BEGIN
+    IF NOT pg_try_advisory_lock(${lock}) THEN
+      RETURN false;
+    END IF;
     SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
     IF called THEN
       PERFORM setval(${gen}, g, false);
@@ -380,47 +455,36 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval(${gen}, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-  EXCEPTION WHEN OTHERS THEN
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
     PERFORM pg_advisory_unlock(${lock});
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM ${s}._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(${lock});
   RETURN moved;
 END
 $$;
 
--- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+-- Waits while another session moves the sequence: blocked on the lock that session holds, woken
+-- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
 CREATE OR REPLACE FUNCTION ${s}._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
-  tries integer := 0;
 BEGIN
-  LOOP
-    IF pg_sequence_last_value(${gen}) IS NOT NULL THEN
-      RETURN;
+  BEGIN
+    PERFORM pg_advisory_lock(${lock});
+    SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
+    IF NOT called THEN
+      PERFORM setval(${gen}, g + 1, true);
     END IF;
-    IF pg_try_advisory_lock(${lock}) THEN
-      BEGIN
-        SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
-        IF NOT called THEN
-          PERFORM setval(${gen}, g + 1, true);
-        END IF;
-      EXCEPTION WHEN OTHERS THEN
-        PERFORM pg_advisory_unlock(${lock});
-        RAISE;
-      END;
-      PERFORM pg_advisory_unlock(${lock});
-      RETURN;
-    END IF;
-    tries := tries + 1;
-    IF tries > 25000 THEN
-      RAISE EXCEPTION USING ERRCODE = 'SF004',
-        MESSAGE = 'shardflake: shard ${shard}: the session moving its sequence forward did not finish within 5 s';
-    END IF;
-    PERFORM pg_sleep(0.0002);
-  END LOOP;
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(${lock});
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM ${s}._unlock();
+    RAISE;
+  END;
 END
 $$;
 
@@ -444,7 +508,53 @@ BEGIN
 END
 $$;
 
--- n new IDs of shard ${shard}, ascending, in one call.
+-- Reserves n consecutive values of the sequence in a constant number of sequence operations and
+-- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
+-- last value, setval, a new generation), to the end of the range instead of to the clock. The
+-- range starts after the last value, or at the clock when that is more than the margin behind.
+-- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+CREATE OR REPLACE FUNCTION ${s}._reserve(n integer) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+  nv bigint;
+  first bigint;
+  refused boolean := false;
+BEGIN
+  BEGIN
+    PERFORM pg_advisory_lock(${lock});
+    SELECT last_value INTO g FROM ${s}.id_gen;
+    PERFORM setval(${gen}, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT last_value INTO last FROM ${s}.id_seq;
+    nv := ${nowV};
+    first := CASE WHEN last < nv - ${n.margin} THEN nv ELSE last + 1 END;
+    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+    refused := first + n - 1 > nv + ${n.drift + n.wait};
+    IF NOT refused THEN
+      PERFORM setval(${seq}, first + n - 1, true);
+    END IF;
+    PERFORM setval(${gen}, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(${lock});
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM ${s}._unlock();
+    RAISE;
+  END;
+  IF refused THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF001',
+      MESSAGE = format('shardflake: shard ${shard}: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most ${o.maxWaitMs}): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> ${n.S}) - (nv >> ${n.S})) * ${n.unit}, ${o.maxDriftMs});
+  END IF;
+  IF first + n - 1 > nv + ${n.drift} THEN
+    PERFORM ${s}._throttle(first + n - 1);
+  END IF;
+  RETURN first;
+END
+$$;
+
+-- n new IDs of shard ${shard}, ascending, in one call: from ${o.reserveFrom} on a reserved range,
+-- below that n draws.
 CREATE OR REPLACE FUNCTION ${s}.next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -452,10 +562,16 @@ DECLARE
   g2 bigint;
   vs bigint[];
   nv bigint;
+  first bigint;
   tries integer := 0;
 BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  IF n >= ${o.reserveFrom} THEN
+    first := ${s}._reserve(n);
+    RETURN QUERY SELECT ${s}._compose(v) FROM generate_series(first, first + n - 1) AS v;
+    RETURN;
   END IF;
   LOOP
     tries := tries + 1;

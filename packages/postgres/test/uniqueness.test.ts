@@ -31,6 +31,26 @@ function distinct(all: bigint[]): number {
   return new Set(all).size
 }
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The seqlock generation of a shard: every move of its sequence raises it by one. */
+async function generation(shard: number): Promise<bigint> {
+  const [row] = await raw<{ g: string }>(
+    url,
+    `SELECT last_value::text AS g FROM shard_${shard}.id_gen`,
+  )
+  return BigInt(row!.g)
+}
+
+/** The sequence's last value (ID space). */
+async function sequenceValue(shard: number): Promise<bigint> {
+  const [row] = await raw<{ v: string }>(
+    url,
+    `SELECT last_value::text AS v FROM shard_${shard}.id_seq`,
+  )
+  return BigInt(row!.v)
+}
+
 /** Replaces the clock next_id() reads (the test-only override) by the real clock + offset. */
 async function setClockOffset(ms: number): Promise<void> {
   await raw(
@@ -101,10 +121,96 @@ describe.each([
     // seqlock guards against really happened).
     expect(await gen()).toBeGreaterThan(movesBefore)
     expect(stepped).toBe(true)
-    expect(Number(clock!.skew)).toBe(-1000)
+    // The override was in force (two clock reads: a millisecond may tick between them).
+    expect(Number(clock!.skew)).toBeGreaterThanOrEqual(-1001)
+    expect(Number(clock!.skew)).toBeLessThanOrEqual(-999)
     expect(all).toHaveLength(320_000)
     expect(distinct(all)).toBe(320_000)
     for (const id of all.slice(0, 5000)) expect(instagram.shardOf(id)).toBe(shard)
+  })
+
+  it('16 sessions for seconds: next_id(), DEFAULT inserts and next_ids(n) around the reservation threshold, through a clock jump forward and a 1.3 s step back', async () => {
+    await setClockOffset(0)
+    const table = `mix_${shard}`
+    await raw(
+      url,
+      `CREATE TABLE ${table} (id bigint PRIMARY KEY DEFAULT shard_${shard}.next_id(), session int NOT NULL)`,
+    )
+    const { reserveFrom } = resolveSqlOptions({ layout: instagram })
+    const sizes = [1, 7, 31, reserveFrom - 1, reserveFrom, reserveFrom + 1, 500, 2000]
+    const genBefore = await generation(shard)
+    let reservations = 0
+    let phase = 0
+    const runMs = 6000
+    const start = Date.now()
+    const sessions = Array.from({ length: 16 }, async (_, session) => {
+      const client = await pool.connect()
+      const got: bigint[] = []
+      const inserted: bigint[] = []
+      try {
+        for (let round = 0; round < 30 || Date.now() - start < runMs; round++) {
+          if (session === 0) {
+            // A third in, the clock jumps 300 ms forward (the sequence is then far behind it: a
+            // catch-up); two thirds in, it steps back 1.3 s (the sequence is then ahead of it).
+            const elapsed = Date.now() - start
+            if (phase === 0 && elapsed > runMs / 3) {
+              await setClockOffset(300)
+              phase = 1
+            } else if (phase === 1 && elapsed > (runMs * 2) / 3) {
+              await setClockOffset(-1000)
+              phase = 2
+            }
+          }
+          const op = (round + session) % 6
+          let sql: string
+          if (op === 0) sql = `SELECT shard_${shard}.next_id()::text AS id`
+          else if (op === 1)
+            sql = `SELECT shard_${shard}.next_id()::text AS id FROM generate_series(1, 50)`
+          else if (op === 2)
+            sql = `INSERT INTO ${table} (session) VALUES (${session}) RETURNING id::text AS id`
+          else if (op === 3)
+            sql = `INSERT INTO ${table} (session) SELECT ${session} FROM generate_series(1, 200) RETURNING id::text AS id`
+          else {
+            const n = sizes[(round * 7 + session) % sizes.length]!
+            if (n >= reserveFrom) reservations++
+            sql = `SELECT x::text AS id FROM shard_${shard}.next_ids(${n}) x`
+          }
+          const batch = ids((await client.query(sql)).rows)
+          // Within a session IDs keep growing, whatever the path and the clock.
+          if (got.length > 0) expect(batch[0]! > got[got.length - 1]!).toBe(true)
+          got.push(...batch)
+          if (op === 2 || op === 3) inserted.push(...batch)
+          // Idle moments, so the sequence also falls behind the clock on its own.
+          if (round % 10 === 9) await sleep((session % 3) * 20)
+        }
+      } finally {
+        client.release()
+      }
+      return { got, inserted }
+    })
+    const results = await Promise.all(sessions)
+    await setClockOffset(0)
+    const all = results.flatMap((r) => r.got)
+    const inserted = results.flatMap((r) => r.inserted)
+    expect(phase).toBe(2)
+    // Zero duplicates among everything handed out: drawn, reserved and inserted.
+    expect(all.length).toBeGreaterThan(50_000)
+    expect(distinct(all)).toBe(all.length)
+    for (const id of all.slice(0, 5000)) expect(instagram.shardOf(id)).toBe(shard)
+    // The table, read back raw, holds exactly the inserted IDs.
+    const [count] = await raw<{ n: string; d: string }>(
+      url,
+      `SELECT count(*)::text AS n, count(DISTINCT id)::text AS d FROM ${table}`,
+    )
+    expect(count).toEqual({ n: String(inserted.length), d: String(inserted.length) })
+    // Every reservation is one move; more moves than that means catch-ups happened too.
+    expect(reservations).toBeGreaterThan(100)
+    expect(await generation(shard)).toBeGreaterThan(genBefore + BigInt(reservations))
+    const [locks] = await raw<{ n: string }>(
+      url,
+      `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory'`,
+    )
+    expect(locks!.n).toBe('0')
   })
 
   it('raw INSERTs through DEFAULT next_id() from 16 plain connections never collide', async () => {
@@ -138,6 +244,127 @@ describe.each([
       d: String(16 * 8 * 1000 + 16 * 4),
       shards: String(shard),
     })
+  })
+})
+
+describe('reservations (next_ids(n) from reserveFrom on)', () => {
+  const { lockKey, reserveFrom } = resolveSqlOptions({ layout: instagram })
+
+  it('n >= reserveFrom takes one move of the sequence and the lock; fewer IDs take neither', async () => {
+    for (const n of [reserveFrom, reserveFrom + 1, 5000]) {
+      const before = await generation(5)
+      const rows = ids(await raw(url, `SELECT x::text AS id FROM shard_5.next_ids(${n}) x`))
+      expect(await generation(5)).toBe(before + 1n)
+      expect(rows).toHaveLength(n)
+      // One contiguous range of the sequence, ascending, of shard 5.
+      const values = rows.map((id) => ((id >> 23n) << 10n) | (id & 1023n))
+      for (let i = 1; i < values.length; i++) expect(values[i]).toBe(values[i - 1]! + 1n)
+      for (const id of rows) expect(instagram.shardOf(id)).toBe(5)
+      expect(values[n - 1]).toBe(await sequenceValue(5))
+    }
+    // With the lock held (and id_gen untouched), n draws go on; a reservation waits.
+    const holder = new pg.Client({ connectionString: url })
+    await holder.connect()
+    try {
+      await holder.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const small = ids(
+        await raw(url, `SELECT x::text AS id FROM shard_5.next_ids(${reserveFrom - 1}) x`),
+      )
+      expect(distinct(small)).toBe(reserveFrom - 1)
+      let done = false
+      const big = raw<{ id: string }>(
+        url,
+        `SELECT x::text AS id FROM shard_5.next_ids(${reserveFrom}) x`,
+      ).then((rows) => {
+        done = true
+        return ids(rows)
+      })
+      await sleep(300)
+      expect(done).toBe(false)
+      await holder.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      const reserved = await big
+      expect(reserved[0]! > small[small.length - 1]!).toBe(true)
+    } finally {
+      await holder.end()
+    }
+  })
+
+  it('a reservation that overlaps a move waits for it and takes a range above it', async () => {
+    const mover = new pg.Client({ connectionString: url })
+    await mover.connect()
+    try {
+      await mover.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const g = (await mover.query('SELECT last_value::text AS g FROM shard_5.id_gen')).rows[0]
+        .g as string
+      await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint, false)`, [g])
+      let done = false
+      const reserver = raw<{ id: string }>(
+        url,
+        'SELECT x::text AS id FROM shard_5.next_ids(1000) x',
+      ).then((rows) => {
+        done = true
+        return ids(rows)
+      })
+      // A single draw meanwhile sees the move in progress and waits too.
+      const single = raw<{ id: string }>(url, 'SELECT shard_5.next_id()::text AS id')
+      await sleep(300)
+      expect(done).toBe(false)
+      const target = (await sequenceValue(5)) + 200_000n
+      await mover.query(`SELECT setval('shard_5.id_seq', $1::bigint, true)`, [target.toString()])
+      await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint + 1, true)`, [g])
+      await mover.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      const range = await reserver
+      const [one] = ids(await single)
+      const value = (id: bigint) => ((id >> 23n) << 10n) | (id & 1023n)
+      expect(value(range[0]!) > target).toBe(true)
+      expect(value(one!) > target).toBe(true)
+      expect(distinct([...range, one!])).toBe(1001)
+    } finally {
+      await mover.end()
+    }
+  })
+
+  it('a reservation cancelled while it waits for the lock leaves no lock behind', async () => {
+    const holder = new pg.Client({ connectionString: url })
+    const victim = new pg.Client({ connectionString: url })
+    await holder.connect()
+    await victim.connect()
+    try {
+      await holder.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      await victim.query(`SET statement_timeout = '200ms'`)
+      const error = await victim
+        .query('SELECT count(*) FROM shard_5.next_ids(1000)')
+        .catch((e: unknown) => e)
+      expect((error as { code?: string }).code).toBe('57014')
+      const pid = (await victim.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number
+      const [held] = await raw<{ n: string }>(
+        url,
+        `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`,
+        [pid],
+      )
+      expect(held!.n).toBe('0')
+      await holder.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      const again = await victim.query(
+        'SELECT count(DISTINCT x)::int AS n FROM shard_5.next_ids(1000) x',
+      )
+      expect(again.rows[0].n).toBe(1000)
+    } finally {
+      await holder.end()
+      await victim.end()
+    }
+  })
+
+  it('refuses a range that would end beyond the wait for the clock (SF001), leaving the sequence where it was', async () => {
+    const before = await sequenceValue(5)
+    // 1000 ms of drift plus 2000 ms of wait allowed: 3,072,000 values of ID space at most.
+    const error = await raw(url, 'SELECT count(*) FROM shard_5.next_ids(4000000)').catch(
+      (e: unknown) => e,
+    )
+    expect((error as { code?: string }).code).toBe('SF001')
+    expect(String((error as Error).message)).toMatch(/No ID was issued/)
+    expect(await sequenceValue(5)).toBe(before)
+    const after = ids(await raw(url, 'SELECT x::text AS id FROM shard_5.next_ids(1000) x'))
+    expect(after).toHaveLength(1000)
   })
 })
 

@@ -1,4 +1,4 @@
--- shardflake 1: logical shard 7 of layout "instagram"
+-- shardflake 2: logical shard 7 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_7";
 
 DO $shardflake$
@@ -21,8 +21,25 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0)
 $$;
 
+-- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
+-- (statement_timeout) can land between taking the lock and the next statement, and a session
+-- lock left behind would stop every move of this shard's sequence while the session lives.
+CREATE OR REPLACE FUNCTION "shard_7"._unlock() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
+      AND classid = 3721275499 AND objid = 7 AND objsubid = 2
+  ) THEN
+    PERFORM pg_advisory_unlock(-573691797, 7);
+  END IF;
+END
+$$;
+
 -- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock.
+-- moved; false when it did not need to or another session holds the lock (that session is
+-- moving the sequence).
 CREATE OR REPLACE FUNCTION "shard_7"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -32,10 +49,10 @@ DECLARE
   target bigint;
   moved boolean := false;
 BEGIN
-  IF NOT pg_try_advisory_lock(-573691797, 7) THEN
-    RETURN false;
-  END IF;
   BEGIN
+    IF NOT pg_try_advisory_lock(-573691797, 7) THEN
+      RETURN false;
+    END IF;
     SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
     IF called THEN
       PERFORM setval('"shard_7".id_gen'::regclass, g, false);
@@ -49,8 +66,8 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval('"shard_7".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-  EXCEPTION WHEN OTHERS THEN
-    PERFORM pg_advisory_unlock(-573691797, 7);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_7"._unlock();
     RAISE;
   END;
   PERFORM pg_advisory_unlock(-573691797, 7);
@@ -58,38 +75,25 @@ BEGIN
 END
 $$;
 
--- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+-- Waits while another session moves the sequence: blocked on the lock that session holds, woken
+-- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
 CREATE OR REPLACE FUNCTION "shard_7"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
-  tries integer := 0;
 BEGIN
-  LOOP
-    IF pg_sequence_last_value('"shard_7".id_gen'::regclass) IS NOT NULL THEN
-      RETURN;
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 7);
+    SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
+    IF NOT called THEN
+      PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
     END IF;
-    IF pg_try_advisory_lock(-573691797, 7) THEN
-      BEGIN
-        SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
-        IF NOT called THEN
-          PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
-        END IF;
-      EXCEPTION WHEN OTHERS THEN
-        PERFORM pg_advisory_unlock(-573691797, 7);
-        RAISE;
-      END;
-      PERFORM pg_advisory_unlock(-573691797, 7);
-      RETURN;
-    END IF;
-    tries := tries + 1;
-    IF tries > 25000 THEN
-      RAISE EXCEPTION USING ERRCODE = 'SF004',
-        MESSAGE = 'shardflake: shard 7: the session moving its sequence forward did not finish within 5 s';
-    END IF;
-    PERFORM pg_sleep(0.0002);
-  END LOOP;
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_7"._unlock();
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 7);
 END
 $$;
 
@@ -113,7 +117,52 @@ BEGIN
 END
 $$;
 
--- n new IDs of shard 7, ascending, in one call.
+-- Reserves n consecutive values of the sequence in a constant number of sequence operations and
+-- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
+-- last value, setval, a new generation), to the end of the range instead of to the clock. The
+-- range starts after the last value, or at the clock when that is more than the margin behind.
+-- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+CREATE OR REPLACE FUNCTION "shard_7"._reserve(n integer) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+  nv bigint;
+  first bigint;
+  refused boolean := false;
+BEGIN
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 7);
+    SELECT last_value INTO g FROM "shard_7".id_gen;
+    PERFORM setval('"shard_7".id_gen'::regclass, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT last_value INTO last FROM "shard_7".id_seq;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
+    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+    refused := first + n - 1 > nv + 3072000;
+    IF NOT refused THEN
+      PERFORM setval('"shard_7".id_seq'::regclass, first + n - 1, true);
+    END IF;
+    PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_7"._unlock();
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 7);
+  IF refused THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF001',
+      MESSAGE = format('shardflake: shard 7: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
+  END IF;
+  IF first + n - 1 > nv + 1024000 THEN
+    PERFORM "shard_7"._throttle(first + n - 1);
+  END IF;
+  RETURN first;
+END
+$$;
+
+-- n new IDs of shard 7, ascending, in one call: from 128 on a reserved range,
+-- below that n draws.
 CREATE OR REPLACE FUNCTION "shard_7".next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -121,10 +170,16 @@ DECLARE
   g2 bigint;
   vs bigint[];
   nv bigint;
+  first bigint;
   tries integer := 0;
 BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  IF n >= 128 THEN
+    first := "shard_7"._reserve(n);
+    RETURN QUERY SELECT "shard_7"._compose(v) FROM generate_series(first, first + n - 1) AS v;
+    RETURN;
   END IF;
   LOOP
     tries := tries + 1;
@@ -202,6 +257,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '1')
+VALUES (7, 'shard_7', 0, 100, '2')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

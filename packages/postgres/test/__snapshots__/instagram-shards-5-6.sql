@@ -1,4 +1,4 @@
--- shardflake 1: objects shared by all shards of layout "instagram"
+-- shardflake 2: objects shared by all shards of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shardflake";
 
 CREATE TABLE IF NOT EXISTS "shardflake".layout (
@@ -35,7 +35,7 @@ BEGIN
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
     INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '1');
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '2');
   ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order)
         IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
@@ -68,7 +68,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 1: logical shard 5 of layout "instagram"
+-- shardflake 2: logical shard 5 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_5";
 
 DO $shardflake$
@@ -91,8 +91,25 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (5120)::bigint | ((v & 1023) << 0)
 $$;
 
+-- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
+-- (statement_timeout) can land between taking the lock and the next statement, and a session
+-- lock left behind would stop every move of this shard's sequence while the session lives.
+CREATE OR REPLACE FUNCTION "shard_5"._unlock() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
+      AND classid = 3721275499 AND objid = 5 AND objsubid = 2
+  ) THEN
+    PERFORM pg_advisory_unlock(-573691797, 5);
+  END IF;
+END
+$$;
+
 -- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock.
+-- moved; false when it did not need to or another session holds the lock (that session is
+-- moving the sequence).
 CREATE OR REPLACE FUNCTION "shard_5"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -102,10 +119,10 @@ DECLARE
   target bigint;
   moved boolean := false;
 BEGIN
-  IF NOT pg_try_advisory_lock(-573691797, 5) THEN
-    RETURN false;
-  END IF;
   BEGIN
+    IF NOT pg_try_advisory_lock(-573691797, 5) THEN
+      RETURN false;
+    END IF;
     SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
     IF called THEN
       PERFORM setval('"shard_5".id_gen'::regclass, g, false);
@@ -119,8 +136,8 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval('"shard_5".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-  EXCEPTION WHEN OTHERS THEN
-    PERFORM pg_advisory_unlock(-573691797, 5);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_5"._unlock();
     RAISE;
   END;
   PERFORM pg_advisory_unlock(-573691797, 5);
@@ -128,38 +145,25 @@ BEGIN
 END
 $$;
 
--- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+-- Waits while another session moves the sequence: blocked on the lock that session holds, woken
+-- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
 CREATE OR REPLACE FUNCTION "shard_5"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
-  tries integer := 0;
 BEGIN
-  LOOP
-    IF pg_sequence_last_value('"shard_5".id_gen'::regclass) IS NOT NULL THEN
-      RETURN;
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 5);
+    SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
+    IF NOT called THEN
+      PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
     END IF;
-    IF pg_try_advisory_lock(-573691797, 5) THEN
-      BEGIN
-        SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
-        IF NOT called THEN
-          PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
-        END IF;
-      EXCEPTION WHEN OTHERS THEN
-        PERFORM pg_advisory_unlock(-573691797, 5);
-        RAISE;
-      END;
-      PERFORM pg_advisory_unlock(-573691797, 5);
-      RETURN;
-    END IF;
-    tries := tries + 1;
-    IF tries > 25000 THEN
-      RAISE EXCEPTION USING ERRCODE = 'SF004',
-        MESSAGE = 'shardflake: shard 5: the session moving its sequence forward did not finish within 5 s';
-    END IF;
-    PERFORM pg_sleep(0.0002);
-  END LOOP;
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_5"._unlock();
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 5);
 END
 $$;
 
@@ -183,7 +187,52 @@ BEGIN
 END
 $$;
 
--- n new IDs of shard 5, ascending, in one call.
+-- Reserves n consecutive values of the sequence in a constant number of sequence operations and
+-- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
+-- last value, setval, a new generation), to the end of the range instead of to the clock. The
+-- range starts after the last value, or at the clock when that is more than the margin behind.
+-- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+CREATE OR REPLACE FUNCTION "shard_5"._reserve(n integer) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+  nv bigint;
+  first bigint;
+  refused boolean := false;
+BEGIN
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 5);
+    SELECT last_value INTO g FROM "shard_5".id_gen;
+    PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT last_value INTO last FROM "shard_5".id_seq;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
+    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+    refused := first + n - 1 > nv + 3072000;
+    IF NOT refused THEN
+      PERFORM setval('"shard_5".id_seq'::regclass, first + n - 1, true);
+    END IF;
+    PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_5"._unlock();
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 5);
+  IF refused THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF001',
+      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
+  END IF;
+  IF first + n - 1 > nv + 1024000 THEN
+    PERFORM "shard_5"._throttle(first + n - 1);
+  END IF;
+  RETURN first;
+END
+$$;
+
+-- n new IDs of shard 5, ascending, in one call: from 128 on a reserved range,
+-- below that n draws.
 CREATE OR REPLACE FUNCTION "shard_5".next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -191,10 +240,16 @@ DECLARE
   g2 bigint;
   vs bigint[];
   nv bigint;
+  first bigint;
   tries integer := 0;
 BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  IF n >= 128 THEN
+    first := "shard_5"._reserve(n);
+    RETURN QUERY SELECT "shard_5"._compose(v) FROM generate_series(first, first + n - 1) AS v;
+    RETURN;
   END IF;
   LOOP
     tries := tries + 1;
@@ -270,11 +325,11 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '1')
+VALUES (5, 'shard_5', 0, 1, '2')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 1: logical shard 6 of layout "instagram"
+-- shardflake 2: logical shard 6 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_6";
 
 DO $shardflake$
@@ -297,8 +352,25 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (6144)::bigint | ((v & 1023) << 0)
 $$;
 
+-- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
+-- (statement_timeout) can land between taking the lock and the next statement, and a session
+-- lock left behind would stop every move of this shard's sequence while the session lives.
+CREATE OR REPLACE FUNCTION "shard_6"._unlock() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF EXISTS (
+    SELECT 1 FROM pg_catalog.pg_locks
+    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
+      AND classid = 3721275499 AND objid = 6 AND objsubid = 2
+  ) THEN
+    PERFORM pg_advisory_unlock(-573691797, 6);
+  END IF;
+END
+$$;
+
 -- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock.
+-- moved; false when it did not need to or another session holds the lock (that session is
+-- moving the sequence).
 CREATE OR REPLACE FUNCTION "shard_6"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -308,10 +380,10 @@ DECLARE
   target bigint;
   moved boolean := false;
 BEGIN
-  IF NOT pg_try_advisory_lock(-573691797, 6) THEN
-    RETURN false;
-  END IF;
   BEGIN
+    IF NOT pg_try_advisory_lock(-573691797, 6) THEN
+      RETURN false;
+    END IF;
     SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
     IF called THEN
       PERFORM setval('"shard_6".id_gen'::regclass, g, false);
@@ -325,8 +397,8 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval('"shard_6".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-  EXCEPTION WHEN OTHERS THEN
-    PERFORM pg_advisory_unlock(-573691797, 6);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_6"._unlock();
     RAISE;
   END;
   PERFORM pg_advisory_unlock(-573691797, 6);
@@ -334,38 +406,25 @@ BEGIN
 END
 $$;
 
--- Waits while another session moves the sequence; repairs id_gen left NULL by a crash.
+-- Waits while another session moves the sequence: blocked on the lock that session holds, woken
+-- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
 CREATE OR REPLACE FUNCTION "shard_6"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
-  tries integer := 0;
 BEGIN
-  LOOP
-    IF pg_sequence_last_value('"shard_6".id_gen'::regclass) IS NOT NULL THEN
-      RETURN;
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 6);
+    SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
+    IF NOT called THEN
+      PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
     END IF;
-    IF pg_try_advisory_lock(-573691797, 6) THEN
-      BEGIN
-        SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
-        IF NOT called THEN
-          PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
-        END IF;
-      EXCEPTION WHEN OTHERS THEN
-        PERFORM pg_advisory_unlock(-573691797, 6);
-        RAISE;
-      END;
-      PERFORM pg_advisory_unlock(-573691797, 6);
-      RETURN;
-    END IF;
-    tries := tries + 1;
-    IF tries > 25000 THEN
-      RAISE EXCEPTION USING ERRCODE = 'SF004',
-        MESSAGE = 'shardflake: shard 6: the session moving its sequence forward did not finish within 5 s';
-    END IF;
-    PERFORM pg_sleep(0.0002);
-  END LOOP;
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_6"._unlock();
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 6);
 END
 $$;
 
@@ -389,7 +448,52 @@ BEGIN
 END
 $$;
 
--- n new IDs of shard 6, ascending, in one call.
+-- Reserves n consecutive values of the sequence in a constant number of sequence operations and
+-- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
+-- last value, setval, a new generation), to the end of the range instead of to the clock. The
+-- range starts after the last value, or at the clock when that is more than the margin behind.
+-- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+CREATE OR REPLACE FUNCTION "shard_6"._reserve(n integer) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+  nv bigint;
+  first bigint;
+  refused boolean := false;
+BEGIN
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 6);
+    SELECT last_value INTO g FROM "shard_6".id_gen;
+    PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT last_value INTO last FROM "shard_6".id_seq;
+    nv := (("shardflake".now_ms() - 1314220021721) << 10);
+    first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
+    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+    refused := first + n - 1 > nv + 3072000;
+    IF NOT refused THEN
+      PERFORM setval('"shard_6".id_seq'::regclass, first + n - 1, true);
+    END IF;
+    PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_6"._unlock();
+    RAISE;
+  END;
+  PERFORM pg_advisory_unlock(-573691797, 6);
+  IF refused THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF001',
+      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
+  END IF;
+  IF first + n - 1 > nv + 1024000 THEN
+    PERFORM "shard_6"._throttle(first + n - 1);
+  END IF;
+  RETURN first;
+END
+$$;
+
+-- n new IDs of shard 6, ascending, in one call: from 128 on a reserved range,
+-- below that n draws.
 CREATE OR REPLACE FUNCTION "shard_6".next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -397,10 +501,16 @@ DECLARE
   g2 bigint;
   vs bigint[];
   nv bigint;
+  first bigint;
   tries integer := 0;
 BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
+  END IF;
+  IF n >= 128 THEN
+    first := "shard_6"._reserve(n);
+    RETURN QUERY SELECT "shard_6"._compose(v) FROM generate_series(first, first + n - 1) AS v;
+    RETURN;
   END IF;
   LOOP
     tries := tries + 1;
@@ -476,6 +586,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '1')
+VALUES (6, 'shard_6', 0, 1, '2')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
