@@ -6,9 +6,11 @@
  *                     [--prefetch 256] [--max-age 5000] [--prefix sf_prisma_example]
  *
  * Every round runs, for each mode in turn (the order rotates), `--single` posts each followed by
- * a comment, one create at a time, then one `createMany` of 1000 posts and one of 1000 comments.
- * Ratios are the median over rounds of mode / autoincrement in the same round: on a shared,
- * noisy machine only paired, alternating measurements mean anything.
+ * a comment, one create at a time, then one `createMany` of 1000 posts and one of 1000 comments,
+ * then one `createMany` of 1000 wide posts (7 columns besides the ID: what a real post carries;
+ * the posts and comments here have 2). Ratios are the median over rounds of mode / autoincrement
+ * in the same round: on a shared, noisy machine only paired, alternating measurements mean
+ * anything.
  *
  * Modes, each in its own database (`sf_prisma_example_<mode>`) so no shard has two sources:
  * - `autoincrement`: the baseline, IDs from BIGSERIAL.
@@ -16,9 +18,13 @@
  * - `next_id() + prefetch`: `PostgresSource` with a prefetch buffer per shard (the way to use a
  *   database source with Prisma).
  * - `next_id()`: `PostgresSource`, one round trip per create (for reference).
- * - `app-assigned, no extension`: the same IDs set by hand on a plain client: what sending an
- *   explicit BIGINT costs Prisma by itself, the ceiling for any assigned-before-INSERT scheme.
+ * - `app-assigned, no extension`: the same IDs set by hand (`bigint`) on a plain client: what
+ *   sending an explicit BIGINT costs Prisma by itself.
+ * - `app-assigned as strings, no extension`: the same, with `createMany` given the IDs as
+ *   decimal strings, as the extension does: the ceiling for any assigned-before-INSERT scheme
+ *   through `createMany` (single creates as in `app-assigned`).
  */
+import { loadavg } from 'node:os'
 import { PrismaPg } from '@prisma/adapter-pg'
 import {
   type IdSource,
@@ -54,14 +60,27 @@ const batchSize = 1000
 const logicalShards = 64
 const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
+interface WidePost {
+  userId: bigint
+  title: string
+  body: string
+  slug: string
+  views: number
+  published: boolean
+  createdAt: Date
+}
+
 interface Workload {
   createUser(email: string): Promise<bigint>
   createPost(userId: bigint, title: string): Promise<bigint>
   createComment(postId: bigint, body: string): Promise<bigint>
   createPosts(rows: { userId: bigint; title: string }[]): Promise<unknown>
   createComments(rows: { postId: bigint; body: string }[]): Promise<unknown>
+  createWidePosts(rows: WidePost[]): Promise<unknown>
   close(): Promise<void>
 }
+
+type Samples = { throughput: number[]; latency: number[] }
 
 interface Mode {
   name: string
@@ -70,14 +89,16 @@ interface Mode {
   url: string
   users: bigint[]
   posts: bigint[]
-  single: { throughput: number[]; latency: number[] }
-  batched: { throughput: number[]; latency: number[] }
+  single: Samples
+  batched: Samples
+  wide: Samples
 }
 
 const tables = (id: string) => [
   `CREATE TABLE users (id ${id}, email TEXT NOT NULL UNIQUE)`,
   `CREATE TABLE posts (id ${id}, user_id BIGINT NOT NULL REFERENCES users (id), title TEXT NOT NULL)`,
   `CREATE TABLE comments (id ${id}, post_id BIGINT NOT NULL REFERENCES posts (id), body TEXT NOT NULL)`,
+  `CREATE TABLE wide_posts (id ${id}, user_id BIGINT NOT NULL REFERENCES users (id), title TEXT NOT NULL, body TEXT NOT NULL, slug TEXT NOT NULL, views INT NOT NULL, published BOOLEAN NOT NULL, created_at TIMESTAMP(3) NOT NULL)`,
 ]
 
 async function freshDatabase(name: string): Promise<string> {
@@ -92,7 +113,7 @@ async function freshDatabase(name: string): Promise<string> {
   await db.connect()
   for (const sql of tables('BIGINT PRIMARY KEY')) await db.query(sql)
   for (const sql of tables('BIGSERIAL PRIMARY KEY')) {
-    await db.query(sql.replace(/\b(users|posts|comments)\b/g, 'auto_$1'))
+    await db.query(sql.replace(/\b(users|posts|comments|wide_posts)\b/g, 'auto_$1'))
   }
   await db.end()
   return url.toString()
@@ -112,6 +133,7 @@ function autoWorkload(url: string): Workload {
       (await prisma.autoComment.create({ data: { postId, body } })).id,
     createPosts: (data) => prisma.autoPost.createMany({ data }),
     createComments: (data) => prisma.autoComment.createMany({ data }),
+    createWidePosts: (data) => prisma.autoWidePost.createMany({ data }),
     close: () => prisma.$disconnect(),
   }
 }
@@ -125,6 +147,7 @@ function shardedWorkload(url: string, source: IdSource, close: () => Promise<voi
       (await prisma.comment.create({ data: { postId, body } })).id,
     createPosts: (data) => prisma.post.createMany({ data }),
     createComments: (data) => prisma.comment.createMany({ data }),
+    createWidePosts: (data) => prisma.widePost.createMany({ data }),
     close: async () => {
       await prisma.$disconnect()
       await close()
@@ -132,11 +155,20 @@ function shardedWorkload(url: string, source: IdSource, close: () => Promise<voi
   }
 }
 
-function appAssignedWorkload(url: string): Workload {
+/**
+ * IDs set by hand on a plain client; with `asText`, `createMany` gets them as decimal strings
+ * (Prisma checks those as 64-bit integers; its generated types say `bigint | number`, so the rows
+ * keep that type and get their strings at run time).
+ */
+function appAssignedWorkload(url: string, asText: boolean): Workload {
   const prisma = new PrismaClient({ adapter: adapter(url) })
   const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
   const postId = (userId: bigint) => source.nextId(integerShard(userId, logicalShards))
   const commentId = (postId: bigint) => source.nextId(instagram.shardOf(postId))
+  const text = <T extends { id: bigint }>(rows: T[]): T[] => {
+    if (asText) for (const row of rows) Object.assign(row, { id: row.id.toString() })
+    return rows
+  }
   return {
     createUser: async (email) =>
       (await prisma.user.create({ data: { id: source.nextId(0), email } })).id,
@@ -145,10 +177,16 @@ function appAssignedWorkload(url: string): Workload {
     createComment: async (postId, body) =>
       (await prisma.comment.create({ data: { id: commentId(postId), postId, body } })).id,
     createPosts: (data) =>
-      prisma.post.createMany({ data: data.map((row) => ({ ...row, id: postId(row.userId) })) }),
+      prisma.post.createMany({
+        data: text(data.map((row) => ({ ...row, id: postId(row.userId) }))),
+      }),
     createComments: (data) =>
       prisma.comment.createMany({
-        data: data.map((row) => ({ ...row, id: commentId(row.postId) })),
+        data: text(data.map((row) => ({ ...row, id: commentId(row.postId) }))),
+      }),
+    createWidePosts: (data) =>
+      prisma.widePost.createMany({
+        data: text(data.map((row) => ({ ...row, id: postId(row.userId) }))),
       }),
     close: () => prisma.$disconnect(),
   }
@@ -173,14 +211,17 @@ async function setup(): Promise<Mode[]> {
     ['next_id() + prefetch', `${prefix}_prefetch`],
     ['next_id()', `${prefix}_nextid`],
     ['app-assigned, no extension', `${prefix}_manual`],
+    ['app-assigned as strings, no extension', `${prefix}_text`],
   ]
   const modes: Mode[] = []
   for (const [name, database] of specs) {
     const url = await freshDatabase(database)
     let workload: Workload
     if (name === 'autoincrement') workload = autoWorkload(url)
-    else if (name === 'app-assigned, no extension') workload = appAssignedWorkload(url)
-    else if (name === 'in-process') {
+    else if (name === 'app-assigned, no extension') workload = appAssignedWorkload(url, false)
+    else if (name === 'app-assigned as strings, no extension') {
+      workload = appAssignedWorkload(url, true)
+    } else if (name === 'in-process') {
       const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
       workload = shardedWorkload(url, source, async () => {})
     } else {
@@ -198,6 +239,7 @@ async function setup(): Promise<Mode[]> {
       posts: [],
       single: { throughput: [], latency: [] },
       batched: { throughput: [], latency: [] },
+      wide: { throughput: [], latency: [] },
     })
   }
   return modes
@@ -239,9 +281,42 @@ async function batched(mode: Mode, round: number) {
   mode.batched.throughput.push((2 * batchSize) / (elapsed / 1000))
 }
 
-/** The median over rounds of `mode / baseline`, paired round by round. */
-function pairedRatio(mode: number[], baseline: number[]): number {
-  return round2(median(mode.map((value, i) => value / baseline[i]!)))
+async function wide(mode: Mode, round: number) {
+  const createdAt = new Date()
+  const rows = Array.from({ length: batchSize }, (_, i) => ({
+    userId: mode.users[i % mode.users.length]!,
+    title: `r${round} w${i}`,
+    body: `Body of wide post ${i} of round ${round}, a sentence or two of text.`,
+    slug: `r${round}-w${i}`,
+    views: i,
+    published: i % 2 === 0,
+    createdAt,
+  }))
+  const t = performance.now()
+  await mode.workload.createWidePosts(rows)
+  const ms = performance.now() - t
+  mode.wide.latency.push(ms)
+  mode.wide.throughput.push(batchSize / (ms / 1000))
+}
+
+/** The median over rounds of `mode / baseline`, paired round by round, and its quartiles. */
+function pairedRatio(mode: number[], baseline: number[]) {
+  const ratios = mode.map((value, i) => value / baseline[i]!)
+  return {
+    ratio: round2(median(ratios)),
+    q1: round2(quantile(ratios, 0.25)),
+    q3: round2(quantile(ratios, 0.75)),
+  }
+}
+
+/** Throughput, its paired ratio to the baseline and latency percentiles of one kind of write. */
+function summary(samples: Samples, baseline: Samples) {
+  return {
+    perSecond: Math.round(median(samples.throughput)),
+    ...pairedRatio(samples.throughput, baseline.throughput),
+    p50Ms: round2(quantile(samples.latency, 0.5)),
+    p99Ms: round2(quantile(samples.latency, 0.99)),
+  }
 }
 
 const median = (values: number[]) => quantile(values, 0.5)
@@ -267,30 +342,24 @@ async function indexSizes(mode: Mode) {
 }
 
 async function main() {
+  const started = { at: new Date().toISOString(), load: loadavg().map(round2) }
   const modes = await setup()
   for (let round = 0; round < rounds; round++) {
     // Alternate the order so no mode always runs first (or last) in a round.
     const order = modes.map((_, i) => modes[(i + round) % modes.length]!)
     for (const mode of order) await single(mode, round)
     for (const mode of [...order].reverse()) await batched(mode, round)
+    for (const mode of order) await wide(mode, round)
   }
+  const finished = { at: new Date().toISOString(), load: loadavg().map(round2) }
   const baseline = modes[0]!
   const report = []
   for (const mode of modes) {
     report.push({
       mode: mode.name,
-      single: {
-        opsPerSecond: Math.round(median(mode.single.throughput)),
-        ratio: pairedRatio(mode.single.throughput, baseline.single.throughput),
-        p50Ms: round2(quantile(mode.single.latency, 0.5)),
-        p99Ms: round2(quantile(mode.single.latency, 0.99)),
-      },
-      createMany: {
-        rowsPerSecond: Math.round(median(mode.batched.throughput)),
-        ratio: pairedRatio(mode.batched.throughput, baseline.batched.throughput),
-        p50Ms: round2(quantile(mode.batched.latency, 0.5)),
-        p99Ms: round2(quantile(mode.batched.latency, 0.99)),
-      },
+      single: summary(mode.single, baseline.single),
+      createMany: summary(mode.batched, baseline.batched),
+      createManyWide: summary(mode.wide, baseline.wide),
       index: await indexSizes(mode),
     })
   }
@@ -302,25 +371,29 @@ async function main() {
     users,
     logicalShards,
     prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs },
+    // load averages (1, 5, 15 min) when the rounds started and ended
+    started,
+    finished,
   }
   if (json) {
     console.log(stringifyIds({ settings, results: report }, 2))
     return
   }
   console.log(
-    `Prisma 7 + adapter-pg, ${rounds} rounds, medians; per round and mode: ${singles} posts + ${singles} comments one create at a time, createMany(${batchSize}) posts and createMany(${batchSize}) comments; ${users} users on ${logicalShards} logical shards; prefetch ${prefetchSize} IDs per shard, kept ${prefetchMaxAgeMs} ms.\n`,
+    `Prisma 7 + adapter-pg, ${rounds} rounds, medians; per round and mode: ${singles} posts + ${singles} comments one create at a time, createMany(${batchSize}) posts and createMany(${batchSize}) comments, createMany(${batchSize}) wide posts; ${users} users on ${logicalShards} logical shards; prefetch ${prefetchSize} IDs per shard, kept ${prefetchMaxAgeMs} ms. Load average ${started.load.join(' ')} at the start, ${finished.load.join(' ')} at the end. Ratios: median (q1..q3) of mode / autoincrement per round.\n`,
   )
+  const ratio = (r: { ratio: number; q1: number; q3: number }) => `${r.ratio} (${r.q1}..${r.q3})`
   console.table(
     report.map((r) => ({
       mode: r.mode,
-      'single ops/s': r.single.opsPerSecond,
-      'single ratio': r.single.ratio,
-      'p50 ms': r.single.p50Ms,
-      'p99 ms': r.single.p99Ms,
-      'createMany rows/s': r.createMany.rowsPerSecond,
-      'batch ratio': r.createMany.ratio,
-      'batch p50 ms': r.createMany.p50Ms,
-      'batch p99 ms': r.createMany.p99Ms,
+      'single ops/s': r.single.perSecond,
+      'single ratio': ratio(r.single),
+      'p50/p99 ms': `${r.single.p50Ms} / ${r.single.p99Ms}`,
+      'createMany rows/s': r.createMany.perSecond,
+      'batch ratio': ratio(r.createMany),
+      'batch p50/p99 ms': `${r.createMany.p50Ms} / ${r.createMany.p99Ms}`,
+      'wide rows/s': r.createManyWide.perSecond,
+      'wide ratio': ratio(r.createManyWide),
     })),
   )
   console.table(

@@ -1,9 +1,15 @@
 /**
- * Where the time of a Prisma `createMany` of 1000 rows goes, with and without explicit IDs:
- * the SQL Prisma sends (statement count, parameter count), then timings of the same rows through
- * Prisma and through raw SQL, in alternating rounds (medians, ratio to `autoincrement`).
+ * Where the time of a Prisma `createMany` of 1000 rows goes, with and without explicit IDs: the
+ * SQL Prisma sends (statements, parameters, how the ID travels), then the same rows through
+ * Prisma and through raw SQL in alternating rounds (medians, ratios paired per round against
+ * `autoincrement`), and with `--phases`, Prisma's own phases per call.
  *
- *   node src/create-many-costs.ts [--rounds 21] [--json]
+ *   node src/create-many-costs.ts [--rounds 21] [--phases] [--json]
+ *
+ * `--phases` times the spans Prisma opens for tracing (`serialize`: arguments to its JSON
+ * protocol; `compile`: the query compiler (WebAssembly) turning that into a query plan;
+ * `db_query`: the adapter and the database) through the global hook `@prisma/instrumentation`
+ * uses. It is a diagnostic only: an internal contract of Prisma 7, not something to ship.
  *
  * Uses its own database `sf_prisma_example_costs` (dropped and created).
  */
@@ -18,6 +24,7 @@ const argv = process.argv.slice(2)
 const at = argv.indexOf('--rounds')
 const rounds = at >= 0 ? Number(argv[at + 1]) : 21
 const json = argv.includes('--json')
+const phases = argv.includes('--phases')
 const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const logicalShards = 64
 const users = 100
@@ -49,7 +56,7 @@ for (const [prefix, id] of [
 await db.query(`SELECT setval('auto_users_id_seq', ${users})`)
 
 // Every statement a pg client sends, while `capturing` is on.
-const captured: { sql: string; params: number }[] = []
+const captured: { sql: string; params: unknown[] }[] = []
 let capturing = false
 const query = pg.Client.prototype.query
 pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
@@ -57,10 +64,34 @@ pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const [config, values] = args as [string | { text: string; values?: unknown[] }, unknown[]?]
     const sql = typeof config === 'string' ? config : config.text
     const params = (typeof config === 'string' ? values : (config.values ?? values)) ?? []
-    captured.push({ sql, params: params.length })
+    captured.push({ sql, params })
   }
   return (query as (...a: unknown[]) => unknown).apply(this, args)
 } as typeof query
+
+// Prisma's tracing spans, summed per call while `timing` is on (`--phases` only).
+const spans: Record<string, number> = {}
+let timing = false
+if (phases) {
+  const helper = {
+    isEnabled: () => true,
+    getTraceParent: () => '00-10-10-00',
+    dispatchEngineSpans: () => {},
+    getActiveContext: () => undefined,
+    runInChildSpan(options: string | { name: string }, callback: () => unknown) {
+      const name = typeof options === 'string' ? options : options.name
+      const started = performance.now()
+      const done = () => {
+        if (timing) spans[name] = (spans[name] ?? 0) + performance.now() - started
+      }
+      const result = callback()
+      if (result instanceof Promise) return result.finally(done)
+      done()
+      return result
+    },
+  }
+  Object.assign(globalThis, { V7_PRISMA_INSTRUMENTATION: { helper } })
+}
 
 const adapter = (options?: ConstructorParameters<typeof PrismaPg>[1]) =>
   new PrismaPg({ connectionString: url.toString(), max: 2 }, options)
@@ -70,13 +101,14 @@ const prepared = new PrismaClient({
   adapter: adapter({
     statementNameGenerator: (q: { sql: string }) =>
       `sf_${Buffer.from(q.sql).toString('base64url').slice(-40)}_${q.sql.length}`,
-  } as never),
+  }),
 })
 const noop = plain.$extends({
   query: { $allModels: { $allOperations: ({ args, query }) => query(args) } },
 })
 const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
 const extended = plain.$extends(shardedIds({ source, models }))
+const preparedExtended = prepared.$extends(shardedIds({ source, models }))
 
 let batch = 0
 const rows = () => {
@@ -86,8 +118,18 @@ const rows = () => {
     title: `b${batch} t${i}`,
   }))
 }
-const withIds = () =>
-  rows().map((row) => ({ id: source.nextId(integerShard(row.userId, logicalShards)), ...row }))
+const postId = (userId: bigint) => source.nextId(integerShard(userId, logicalShards))
+const withIds = () => rows().map((row) => ({ id: postId(row.userId), ...row }))
+/**
+ * Prisma takes a decimal string for a BigInt field too (and checks it as a 64-bit integer): what
+ * the extension sends for `createMany`. The generated types say `bigint | number`, so the rows
+ * keep that type and get their strings at run time.
+ */
+function asText<T extends object, K extends keyof T>(data: T[], field: K): T[] {
+  for (const row of data) Object.assign(row, { [field]: String(row[field]) })
+  return data
+}
+const withTextIds = () => asText(withIds(), 'id')
 const wide = () =>
   rows().map((row, i) => ({
     ...row,
@@ -109,21 +151,28 @@ const values = (n: number, width: number) =>
     (_, i) => `(${Array.from({ length: width }, (_, j) => `$${i * width + j + 1}`).join(',')})`,
   ).join(', ')
 
+const BASELINE = 'autoincrement (baseline)'
 const cases: Record<string, () => Promise<unknown>> = {
-  'autoincrement (baseline)': () => plain.autoPost.createMany({ data: rows() }),
-  'explicit IDs, no extension': () => plain.post.createMany({ data: withIds() }),
-  'explicit IDs, no-op query extension': () => noop.post.createMany({ data: withIds() }),
+  [BASELINE]: () => plain.autoPost.createMany({ data: rows() }),
+  'IDs set by hand (bigint), no extension': () => plain.post.createMany({ data: withIds() }),
+  'IDs set by hand as strings, no extension': () => plain.post.createMany({ data: withTextIds() }),
+  'IDs set by hand (bigint), no-op query extension': () =>
+    noop.post.createMany({ data: withIds() }),
   'shardedIds, in-process': () => extended.post.createMany({ data: rows() }),
-  'explicit IDs in the autoincrement table': () => plain.autoPost.createMany({ data: withIds() }),
-  'wide rows (7 columns), autoincrement': () => plain.autoWidePost.createMany({ data: wide() }),
-  'wide rows (7 columns), shardedIds in-process': () =>
-    extended.widePost.createMany({ data: wide() }),
-  'shardedIds.assign alone (no query)': () => extended.$shardedIds.assign('Post', rows()),
+  '$shardedIds.assign, then createMany': async () =>
+    extended.post.createMany({ data: await extended.$shardedIds.assign('Post', rows()) }),
+  'IDs set by hand (bigint) into the autoincrement table': () =>
+    plain.autoPost.createMany({ data: withIds() }),
   // Prisma turns each distinct value into one placeholder: 101 instead of 1100 here.
   'autoincrement, one title for all rows': () =>
     plain.autoPost.createMany({ data: rows().map((r) => ({ ...r, title: 'same' })) }),
+  // The same values with the (bigint) user IDs as strings: what a query parameter costs Prisma.
+  'autoincrement, user IDs as strings': () =>
+    plain.autoPost.createMany({ data: asText(rows(), 'userId') }),
   'autoincrement, prepared statements': () => prepared.autoPost.createMany({ data: rows() }),
-  'explicit IDs, prepared statements': () => prepared.post.createMany({ data: withIds() }),
+  'IDs set by hand (bigint), prepared statements': () =>
+    prepared.post.createMany({ data: withIds() }),
+  'shardedIds, prepared statements': () => preparedExtended.post.createMany({ data: rows() }),
   'raw pg, autoincrement': () =>
     db.query(
       `INSERT INTO auto_posts (user_id, title) VALUES ${values(1000, 2)}`,
@@ -136,6 +185,12 @@ const cases: Record<string, () => Promise<unknown>> = {
     ),
   '$executeRaw unnest, autoincrement': () => unnest('auto_posts', rows()),
   '$executeRaw unnest, explicit IDs': () => unnest('posts', withIds()),
+  'wide rows (7 columns), autoincrement': () => plain.autoWidePost.createMany({ data: wide() }),
+  'wide rows (7 columns), IDs set by hand (bigint)': () =>
+    plain.widePost.createMany({ data: wide().map((r) => ({ id: postId(r.userId), ...r })) }),
+  'wide rows (7 columns), shardedIds in-process': () =>
+    extended.widePost.createMany({ data: wide() }),
+  '$shardedIds.assign alone (no query)': () => extended.$shardedIds.assign('Post', rows()),
 }
 
 // Single creates: 100 in a row, so the per-call cost of a query extension shows.
@@ -145,68 +200,106 @@ const singles =
   }
 Object.assign(cases, {
   '100 single creates, autoincrement': singles((data) => plain.autoPost.create({ data })),
-  '100 single creates, explicit IDs, no extension': singles((data) =>
-    plain.post.create({
-      data: { id: source.nextId(integerShard(data.userId, logicalShards)), ...data },
-    }),
+  '100 single creates, IDs set by hand, no extension': singles((data) =>
+    plain.post.create({ data: { id: postId(data.userId), ...data } }),
   ),
-  '100 single creates, explicit IDs, no-op query extension': singles((data) =>
-    noop.post.create({
-      data: { id: source.nextId(integerShard(data.userId, logicalShards)), ...data },
-    }),
+  '100 single creates, IDs set by hand, no-op query extension': singles((data) =>
+    noop.post.create({ data: { id: postId(data.userId), ...data } }),
   ),
   '100 single creates, shardedIds in-process': singles((data) => extended.post.create({ data })),
 })
 
-const shapes: Record<string, { statements: number; params: number[]; sqlChars: number[] }> = {}
+const shapes: Record<string, { statements: number; params: number; idParam: string }> = {}
 for (const name of [
-  'autoincrement (baseline)',
-  'explicit IDs, no extension',
+  BASELINE,
+  'IDs set by hand (bigint), no extension',
+  'IDs set by hand as strings, no extension',
   'shardedIds, in-process',
 ]) {
   captured.length = 0
   capturing = true
   await cases[name]!()
   capturing = false
+  const first = captured.find((c) => c.sql.startsWith('INSERT'))
   shapes[name] = {
     statements: captured.length,
-    params: captured.map((c) => c.params),
-    sqlChars: captured.map((c) => c.sql.length),
+    params: first?.params.length ?? 0,
+    // what the pg driver is handed for the first row's first column (the ID, or user_id)
+    idParam: `${typeof first?.params[0]} ${String(first?.params[0])}`,
   }
 }
 
-const times: Record<string, number[]> = Object.fromEntries(Object.keys(cases).map((k) => [k, []]))
 const names = Object.keys(cases)
+const times: Record<string, number[]> = Object.fromEntries(names.map((k) => [k, []]))
+const cpu: Record<string, number[]> = Object.fromEntries(names.map((k) => [k, []]))
+const phaseTimes: Record<string, Record<string, number[]>> = {}
 for (let round = 0; round < rounds + 2; round++) {
   for (let k = 0; k < names.length; k++) {
     const name = names[(k + round) % names.length]!
+    for (const span of Object.keys(spans)) delete spans[span]
+    timing = round >= 2
     const started = performance.now()
+    const cpuStarted = process.cpuUsage()
     await cases[name]!()
-    if (round >= 2) times[name]!.push(performance.now() - started)
+    const cpuUsed = process.cpuUsage(cpuStarted)
+    const elapsed = performance.now() - started
+    timing = false
+    if (round < 2) continue
+    times[name]!.push(elapsed)
+    cpu[name]!.push((cpuUsed.user + cpuUsed.system) / 1000)
+    if (phases) {
+      const phase = phaseTimes[name] ?? {}
+      phaseTimes[name] = phase
+      // operation: the whole call inside Prisma; other: what the three spans below leave
+      const parts = { ...spans, other: spans.operation ?? 0 }
+      for (const span of ['serialize', 'compile', 'db_query']) parts.other -= spans[span] ?? 0
+      for (const [span, ms] of Object.entries(parts)) {
+        const list = phase[span] ?? []
+        list.push(ms)
+        phase[span] = list
+      }
+    }
   }
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+const round2 = (x: number) => Math.round(x * 100) / 100
 const report = names.map((name) => {
   const against = name.startsWith('wide rows')
     ? 'wide rows (7 columns), autoincrement'
     : name.startsWith('100 single')
       ? '100 single creates, autoincrement'
-      : 'autoincrement (baseline)'
-  const baseline = times[against]!
+      : BASELINE
+  // paired per round: baseline time / case time (> 1 is faster than its baseline)
+  const ratios = times[name]!.map((t, i) => times[against]![i]! / t).sort((a, b) => a - b)
   return {
     case: name,
-    medianMs: Math.round(median(times[name]!) * 100) / 100,
-    // paired per round: baseline time / case time (> 1 is faster than its baseline)
-    ratio: Math.round(median(times[name]!.map((t, i) => baseline[i]! / t)) * 100) / 100,
+    medianMs: round2(median(times[name]!)),
+    ratio: round2(median(ratios)),
+    'ratio q1..q3': `${round2(ratios[Math.floor(ratios.length / 4)]!)}..${round2(ratios[Math.floor((3 * ratios.length) / 4)]!)}`,
+    cpuMs: round2(median(cpu[name]!)),
+    cpuRatio: round2(median(cpu[name]!.map((t, i) => cpu[against]![i]! / t))),
     against,
   }
 })
+const phaseReport = Object.fromEntries(
+  Object.entries(phaseTimes)
+    .filter(([name]) => !name.startsWith('raw pg') && !name.includes('alone'))
+    .map(([name, phase]) => [
+      name,
+      Object.fromEntries(Object.entries(phase).map(([span, ms]) => [span, round2(median(ms))])),
+    ]),
+)
 await plain.$disconnect()
 await prepared.$disconnect()
 await db.end()
-if (json) console.log(stringifyIds({ rounds, shapes, results: report }, 2))
-else {
+if (json) {
+  console.log(stringifyIds({ rounds, shapes, results: report, phases: phaseReport }, 2))
+} else {
   console.log(`createMany of 1000 posts (${users} users), ${rounds} alternating rounds, medians`)
   console.table(shapes)
   console.table(report)
+  if (phases) {
+    console.log('Prisma phases per call, ms (operation = the whole call inside Prisma)')
+    console.table(phaseReport)
+  }
 }

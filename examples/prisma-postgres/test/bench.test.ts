@@ -64,7 +64,12 @@ it('writes every post on its user shard and every comment on its post shard, in 
     { cwd: root, env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 },
   )
   const { results } = JSON.parse(stdout) as {
-    results: { mode: string; single: { ratio: number }; createMany: { ratio: number } }[]
+    results: {
+      mode: string
+      single: { ratio: number }
+      createMany: { ratio: number }
+      createManyWide: { ratio: number }
+    }[]
   }
   expect(results.map((r) => r.mode)).toEqual([
     'autoincrement',
@@ -72,10 +77,12 @@ it('writes every post on its user shard and every comment on its post shard, in 
     'next_id() + prefetch',
     'next_id()',
     'app-assigned, no extension',
+    'app-assigned as strings, no extension',
   ])
   expect(results[0]!.single.ratio).toBe(1)
+  expect(results[0]!.createManyWide.ratio).toBe(1)
 
-  for (const database of ['inproc', 'prefetch', 'nextid', 'manual']) {
+  for (const database of ['inproc', 'prefetch', 'nextid', 'manual', 'text']) {
     const posts = await query<{ id: string; user_id: string }>(
       database,
       'SELECT id::text, user_id::text FROM posts',
@@ -96,10 +103,20 @@ it('writes every post on its user shard and every comment on its post shard, in 
     for (const comment of comments) {
       expect(instagram.shardOf(BigInt(comment.id))).toBe(instagram.shardOf(BigInt(comment.post_id)))
     }
+    const widePosts = await query<{ id: string; user_id: string }>(
+      database,
+      'SELECT id::text, user_id::text FROM wide_posts',
+    )
+    expect(widePosts).toHaveLength(1000)
+    for (const post of widePosts) {
+      expect(instagram.shardOf(BigInt(post.id))).toBe(
+        Number(BigInt(post.user_id) % BigInt(logicalShards)),
+      )
+    }
   }
-  const [auto] = await query<{ posts: number; comments: number }>(
+  const [auto] = await query<{ posts: number; comments: number; wide: number }>(
     'auto',
-    'SELECT (SELECT count(*) FROM auto_posts)::int AS posts, (SELECT count(*) FROM auto_comments)::int AS comments',
+    'SELECT (SELECT count(*) FROM auto_posts)::int AS posts, (SELECT count(*) FROM auto_comments)::int AS comments, (SELECT count(*) FROM auto_wide_posts)::int AS wide',
   )
-  expect(auto).toEqual({ posts: 1003, comments: 1003 })
+  expect(auto).toEqual({ posts: 1003, comments: 1003, wide: 1000 })
 }, 180_000)

@@ -137,6 +137,20 @@ export class IdPlan {
     return this.rows.every((row) => row.id !== undefined)
   }
 
+  /**
+   * Writes every collected ID into its row as a decimal string (`"1387263000905318401"`), the
+   * same value. For `createMany` / `createManyAndReturn` only: Prisma compiles each of those
+   * afresh (no plan cache), turns every `bigint` into a query parameter on the way and passes a
+   * string to its query compiler as a literal, which it checks as a 64-bit integer and sends as
+   * a `BIGINT` all the same, for about half the cost per value. Anywhere else keep the `bigint`:
+   * a literal would make every `create` a plan-cache miss.
+   */
+  writeIdsAsText(): void {
+    for (const row of this.rows) {
+      if (row.id !== undefined) row.data[row.meta.id!] = row.id.toString()
+    }
+  }
+
   /** Resolves every shard, then allocates; throws before allocating anything if a key is missing. */
   async assign(source: IdSource): Promise<void> {
     const layout = source.layout

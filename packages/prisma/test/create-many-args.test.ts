@@ -1,0 +1,135 @@
+/**
+ * What the extension hands Prisma: `createMany` / `createManyAndReturn` get every ID (filled or
+ * given) as a decimal string, which Prisma checks as a 64-bit integer and stores as BIGINT;
+ * `create` keeps `bigint`s (its query plan is cached). Seen by a query extension added after
+ * `shardedIds` (it runs with the arguments `shardedIds` passes on), checked through raw SQL, on
+ * PostgreSQL and MariaDB.
+ */
+import { CountingSource, type RawDatabase } from '@shardflake/conformance'
+import { InProcessSource, InvalidIdError, instagram, integerShard } from '@shardflake/core'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { blogClient } from './support/clients'
+import { blogDatabase } from './support/database'
+
+describe.each([
+  ['PostgreSQL', 'postgres'],
+  ['MariaDB', 'mysql'],
+] as const)('%s', (_, dialect) => {
+  const logicalShards = 64
+  const counting = new CountingSource(
+    new InProcessSource({ layout: instagram, shards: 'all' }),
+    logicalShards,
+  )
+  /** The `data` each operation reached Prisma with, after `shardedIds`. */
+  const seen: { operation: string; data: unknown }[] = []
+  let raw: RawDatabase
+  let prisma: ReturnType<typeof inspected>
+  let authorId: bigint
+
+  function inspected(url: string) {
+    return blogClient(dialect, url, counting).$extends({
+      query: {
+        $allModels: {
+          async $allOperations({ operation, args, query }) {
+            if ('data' in args) seen.push({ operation, data: args.data })
+            return query(args)
+          },
+        },
+      },
+    })
+  }
+  const idsSeen = (operation: string) =>
+    seen
+      .filter((s) => s.operation === operation)
+      .flatMap((s) => (Array.isArray(s.data) ? s.data : [s.data]))
+      .map((row: { id?: unknown }) => row.id)
+
+  beforeAll(async () => {
+    raw = await blogDatabase(dialect, `sf_prisma_${dialect === 'postgres' ? 'pg' : 'my'}_args`)
+    prisma = inspected(raw.url)
+    authorId = (await prisma.author.create({ data: { email: 'args@example.com' } })).id
+  })
+  afterAll(async () => {
+    await prisma?.$disconnect()
+    await raw?.close()
+  })
+  beforeEach(() => {
+    seen.length = 0
+    counting.reset()
+  })
+
+  it('createMany: filled and given IDs reach Prisma as decimal strings and are stored as given', async () => {
+    const given = 7_000_000_000_000_000_123n
+    const rows = [
+      { authorId, title: 'text 1' },
+      { id: given, authorId, title: 'text 2' },
+      { id: 4242, authorId, title: 'text 3' },
+      { authorId, title: 'text 4' },
+    ]
+    await prisma.post.createMany({ data: rows })
+    const sent = idsSeen('createMany')
+    expect(sent).toHaveLength(4)
+    for (const id of sent) expect(id).toMatch(/^[1-9][0-9]*$/)
+    expect(sent[1]).toBe(given.toString())
+    expect(sent[2]).toBe('4242')
+    // Prisma copied the arguments: the caller's rows are untouched
+    expect(rows[0]).toEqual({ authorId, title: 'text 1' })
+    expect(rows[1]?.id).toBe(given)
+
+    const asText = dialect === 'postgres' ? 'id::text' : 'CAST(id AS CHAR)'
+    const stored = await raw.query(
+      `SELECT ${asText} AS id FROM posts WHERE title LIKE 'text %' ORDER BY title`,
+    )
+    expect(stored.map((r) => r.id)).toEqual(sent)
+    for (const i of [0, 3]) {
+      expect(instagram.shardOf(BigInt(String(stored[i]?.id)))).toBe(
+        integerShard(authorId, logicalShards),
+      )
+    }
+    expect(counting.idsIssued).toBe(2)
+  })
+
+  it('createMany: a given ID that is not a 64-bit integer is refused before the query', async () => {
+    await expect(
+      prisma.post.createMany({ data: [{ id: 2n ** 64n, authorId, title: 'too big' }] }),
+    ).rejects.toBeInstanceOf(InvalidIdError)
+    expect(seen).toHaveLength(0)
+    expect(await raw.query(`SELECT id FROM posts WHERE title = 'too big'`)).toHaveLength(0)
+  })
+
+  // MariaDB has no createManyAndReturn
+  if (dialect === 'postgres') {
+    it('createManyAndReturn: strings to Prisma, bigint IDs back, the same as stored', async () => {
+      const created = await prisma.author.createManyAndReturn({
+        data: [{ email: 'r1@example.com' }, { email: 'r2@example.com' }],
+      })
+      const sent = idsSeen('createManyAndReturn')
+      expect(sent).toHaveLength(2)
+      for (const id of sent) expect(typeof id).toBe('string')
+      for (const author of created) expect(typeof author.id).toBe('bigint')
+      expect(created.map((a) => a.id.toString()).sort()).toEqual([...sent].sort())
+      const stored = await raw.query(
+        `SELECT id::text AS id, email FROM authors WHERE email IN ('r1@example.com', 'r2@example.com')`,
+      )
+      expect(stored).toHaveLength(2)
+      for (const row of stored) {
+        const author = created.find((a) => a.email === row.email)
+        expect(author?.id.toString()).toBe(row.id)
+      }
+    })
+  }
+
+  it('create, nested createMany and $shardedIds.assign keep bigint IDs', async () => {
+    const post = await prisma.post.create({
+      data: { authorId, title: 'bigint', comments: { createMany: { data: [{ body: 'c' }] } } },
+      include: { comments: true },
+    })
+    const [data] = seen.filter((s) => s.operation === 'create').map((s) => s.data)
+    const sent = data as { id: unknown; comments: { createMany: { data: { id: unknown }[] } } }
+    expect(sent.id).toBe(post.id)
+    expect(sent.comments.createMany.data[0]?.id).toBe(post.comments[0]?.id)
+    expect(typeof sent.comments.createMany.data[0]?.id).toBe('bigint')
+    const [row] = await prisma.$shardedIds.assign('Post', [{ authorId, title: 'assigned' }])
+    expect(typeof row?.id).toBe('bigint')
+  })
+})
