@@ -23,7 +23,9 @@ export {
   shardDatabase,
 } from './sql'
 export {
+  MAX_TICKET_INCREMENT,
   type TicketEngine,
+  type TicketInstallOptions,
   type TicketServer,
   TicketServerSource,
   type TicketServerSourceOptions,

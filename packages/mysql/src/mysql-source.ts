@@ -6,6 +6,7 @@ import {
   type IdSource,
   InvalidArgumentError,
   type Layout,
+  LayoutMismatchError,
   PrefetchBuffers,
   type PrefetchOptions,
   resolveLogicalShards,
@@ -19,7 +20,7 @@ import type { Pool } from 'mysql2/promise'
 import { asDriverError, isConnectionError, routineSignal, translateRoutineError } from './errors'
 import { checkSchemaPrefix } from './identifiers'
 import { checkBigNumberConfig } from './pool'
-import { checkGeneratingLayout, MAX_BATCH } from './sql'
+import { checkGeneratingLayout, layoutKey, MAX_BATCH } from './sql'
 
 /** What {@link MysqlSource} takes. */
 export interface MysqlSourceOptions {
@@ -66,12 +67,17 @@ export interface MysqlSourceOptions {
    * that connection reaches the server holding the shard, so off unless you say so. Such calls
    * skip the prefetch buffer: they reserve exactly what they return, on that connection.
    *
-   * The reserve then runs inside the caller's transaction. With the MariaDB default counter
-   * (Aria, non-transactional) that costs nothing: its lock ends with the statement and a
-   * rollback keeps the counter where it is. With an **InnoDB counter** (`mysql8`'s default, or
-   * `counterEngine: 'InnoDB'`) the counter row stays locked until the caller commits (every other
-   * writer of that shard waits), and a rollback gives the IDs back to the counter: they will be
-   * issued again, so the caller must drop them with its rolled-back rows.
+   * The reserve then runs inside the caller's transaction, which is only safe with a
+   * **non-transactional counter** (Aria, the MariaDB default, or MyISAM): its lock ends with the
+   * statement and a rollback keeps the counter where it is. With a transactional counter (InnoDB,
+   * `mysql8`'s default, or `counterEngine: 'InnoDB'`) a rollback would give the IDs back to the
+   * counter and they would be issued again, while an ORM keeps the rolled-back ID on its entity
+   * (a retry then writes another row's ID), and the counter row would stay locked until the caller
+   * commits. So on the first such call for each shard the source reads the counter's engine
+   * (`information_schema`, on its pool) and refuses a transactional one with `ConfigurationError`
+   * before anything is reserved on the caller's connection: install the shard with a
+   * non-transactional `counterEngine` (or `ALTER TABLE shard_<n>.sf_counter ENGINE=Aria
+   * TRANSACTIONAL=0`), or leave this option off for that shard.
    * @example `useContextQuery: (shard) => shard < 1000` (the shards on the ORM's own server)
    * @default false
    */
@@ -88,6 +94,12 @@ export interface MysqlSourceOptions {
  * the next milliseconds), not when the server clock steps back (the time part pauses). IDs never
  * pass through a JavaScript `number`: the value is read as a string and pools must have
  * `supportBigNumbers` + `bigNumberStrings` (see `createMysqlPool`).
+ *
+ * On the first use of each shard database the source compares its layout with the one the
+ * installer recorded there (`sf_meta.layout_key`, read alongside the first reserve, no extra
+ * wait) and throws `LayoutMismatchError` when they differ: composed with another layout, the
+ * counter's values would give IDs with wrong (even negative) times and shards, unlike the ones
+ * `next_id()` makes in SQL, which they could meet.
  *
  * @example
  * ```ts
@@ -121,6 +133,11 @@ export class MysqlSource implements IdSource {
   private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
   private readonly statements = new Map<number, string>()
+  private readonly key: string
+  /** What the first use of each shard database found (layout checked). */
+  private readonly checked = new Map<number, ShardCheck>()
+  /** Checks in flight, shared by concurrent first calls. */
+  private readonly checking = new Map<number, Promise<ShardCheck>>()
   private closed = false
 
   /**
@@ -131,6 +148,7 @@ export class MysqlSource implements IdSource {
     const { layout } = options
     checkGeneratingLayout(layout)
     this.layout = layout
+    this.key = layoutKey(layout)
     if (options.shardMap) {
       this.shardMap = options.shardMap
     } else if (options.pool) {
@@ -253,7 +271,9 @@ export class MysqlSource implements IdSource {
 
   /**
    * Reserves `count` counter values (on `query`, the caller's connection, when given; else on
-   * the shard's pool) and returns the first; waits while the counter is ahead of the clock.
+   * the shard's pool) and returns the first. The first use of a shard database also checks its
+   * layout: alongside the reserve on the pool, before it on the caller's connection (which also
+   * needs a non-transactional counter).
    */
   private async reserve(
     shard: number,
@@ -261,6 +281,85 @@ export class MysqlSource implements IdSource {
     query?: IdRequestContext['query'],
   ): Promise<bigint> {
     if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
+    const known = this.checked.get(shard)
+    if (query) {
+      const found = known ?? (await this.check(shard))
+      if (found.transactional) {
+        // Read again next time: the table may have been altered meanwhile.
+        this.checked.delete(shard)
+        throw new ConfigurationError(
+          `Logical shard ${shard} keeps its counter in a transactional table (${this.schemaPrefix}${shard}.sf_counter, engine ${found.engine ?? 'unknown'}), and useContextQuery reserves inside the caller's transaction: a rollback would give the IDs back to the counter and they would be issued again (an ORM keeps the rolled-back ID on its entity), and the counter would stay locked until the caller commits. Nothing was reserved. Use a non-transactional counter (counterEngine 'Aria', the MariaDB default, or 'MyISAM'; or ALTER TABLE ${this.schemaPrefix}${shard}.sf_counter ENGINE=Aria TRANSACTIONAL=0), or turn useContextQuery off for this shard.`,
+        )
+      }
+      return await this.reserveOn(shard, count, query)
+    }
+    if (known) return await this.reserveOn(shard, count)
+    const [check, reserved] = await Promise.allSettled([
+      this.check(shard),
+      this.reserveOn(shard, count),
+    ])
+    // A layout mismatch explains whatever the reserve did; its values are dropped (a gap).
+    if (check.status === 'rejected') throw check.reason
+    if (reserved.status === 'rejected') throw reserved.reason
+    return reserved.value
+  }
+
+  /** Once per shard database (again after a failure): the recorded layout, the counter's engine. */
+  private check(shard: number): Promise<ShardCheck> {
+    let pending = this.checking.get(shard)
+    if (!pending) {
+      pending = this.readShard(shard).then(
+        (found) => {
+          this.checking.delete(shard)
+          this.checked.set(shard, found)
+          return found
+        },
+        (error: unknown) => {
+          this.checking.delete(shard)
+          throw error
+        },
+      )
+      this.checking.set(shard, pending)
+    }
+    return pending
+  }
+
+  private async readShard(shard: number): Promise<ShardCheck> {
+    const database = `${this.schemaPrefix}${shard}`
+    const counter = `FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'sf_counter'`
+    let rows: unknown
+    try {
+      ;[rows] = await this.shardMap
+        .targetFor(shard)
+        .query(
+          `SELECT (SELECT \`value\` FROM \`${database}\`.\`sf_meta\` WHERE \`name\` = 'layout_key') AS layout_key, (SELECT \`value\` FROM \`${database}\`.\`sf_meta\` WHERE \`name\` = 'layout') AS layout, (SELECT ENGINE ${counter}) AS engine, (SELECT TRANSACTIONS FROM information_schema.ENGINES WHERE ENGINE = (SELECT ENGINE ${counter})) AS transactions`,
+          [database, database],
+        )
+    } catch (error) {
+      throw this.translate(error, shard)
+    }
+    const row = (rows as Record<string, unknown>[])[0] ?? {}
+    const installed = row.layout_key
+    if (typeof installed !== 'string') {
+      throw new ConfigurationError(
+        `Logical shard ${shard} records no layout (${database}.sf_meta has no layout_key): it was not installed by installMysqlShards, or its metadata was removed. Run installMysqlShards there with the layout its IDs were made with.`,
+      )
+    }
+    if (installed !== this.key) {
+      throw new LayoutMismatchError(
+        `This MysqlSource was made for layout ${describeLayoutKey(this.key, this.layout.name)}, but logical shard ${shard} (database ${database}) was installed with layout ${describeLayoutKey(installed, layoutName(row.layout))}: composed with this source's layout, its counter would give IDs with wrong (even negative) times and shards that could meet the IDs next_id() makes in SQL. Nothing was handed out. Give the source the installed layout.`,
+      )
+    }
+    const engine = typeof row.engine === 'string' ? row.engine : undefined
+    return { engine, transactional: row.transactions !== 'NO' }
+  }
+
+  /** One `reserve_ids(count)`; waits while the counter is ahead of the clock. */
+  private async reserveOn(
+    shard: number,
+    count: number,
+    query?: IdRequestContext['query'],
+  ): Promise<bigint> {
     const sql = this.statement(shard)
     let waited = 0
     for (;;) {
@@ -290,6 +389,38 @@ export class MysqlSource implements IdSource {
         throw this.translate(error, shard)
       }
     }
+  }
+}
+
+/** What the first use of a shard database found there. */
+interface ShardCheck {
+  /** The counter table's engine, when information_schema knows it. */
+  engine: string | undefined
+  /** True unless the engine is known to be non-transactional (`ENGINES.TRANSACTIONS = 'NO'`). */
+  transactional: boolean
+}
+
+/** A `layout_key` (see `layoutKey`) in words, for error messages. */
+function describeLayoutKey(key: string, name: string | undefined): string {
+  const fields = new Map(
+    key.split(';').map((part) => {
+      const at = part.indexOf('=')
+      return [part.slice(0, at), part.slice(at + 1)] as const
+    }),
+  )
+  const epoch = Number(fields.get('epoch'))
+  const when = Number.isFinite(epoch) ? new Date(epoch).toISOString() : fields.get('epoch')
+  return `${name === undefined ? '' : `${JSON.stringify(name)} `}(epoch ${when}, time/shard/worker/sequence ${fields.get('bits')} bits, ${fields.get('unit')} ms unit, order ${fields.get('order')})`
+}
+
+/** The `name` of the layout JSON in `sf_meta`, when there is one. */
+function layoutName(json: unknown): string | undefined {
+  if (typeof json !== 'string') return undefined
+  try {
+    const name = (JSON.parse(json) as { name?: unknown }).name
+    return typeof name === 'string' ? name : undefined
+  } catch {
+    return undefined
   }
 }
 

@@ -1,4 +1,9 @@
-import { defineLayout, type IdRequestContext } from '@shardflake/core'
+import {
+  ConfigurationError,
+  defineLayout,
+  type IdRequestContext,
+  LayoutMismatchError,
+} from '@shardflake/core'
 import type { Pool, PoolConnection } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMysqlPool, installMysqlShards, MysqlSource } from '../src'
@@ -7,6 +12,7 @@ import { dropDatabases, MYSQL_URL, rows } from './helpers'
 const PREFIX = 'sf_my_ctx_'
 const ARIA = `${PREFIX}aria_`
 const INNO = `${PREFIX}inno_`
+const MYISAM = `${PREFIX}myisam_`
 const layout = defineLayout({
   name: 'y2k',
   epoch: '2000-01-01T00:00:00Z',
@@ -87,41 +93,132 @@ describe('MysqlSource useContextQuery', () => {
     }
   })
 
-  it('InnoDB counter: reserves inside the caller transaction, locks the row until it ends, and a rollback gives the IDs back', async () => {
-    const source = new MysqlSource({ layout, pool, schemaPrefix: INNO, useContextQuery: true })
-    await source.nextIds(1, 3) // the counter now runs with the clock
-    const before = await counter(INNO, 1)
-
-    const first = await transaction({ prefix: INNO, shard: 1 })
-    const ids = await source.nextIds(1, 10, first.context)
-    expect(first.calls).toHaveLength(1)
-    expect(counterValue(ids[0]!)).toBe(before)
-    // Not committed: other sessions still read the old value ...
-    expect(await counter(INNO, 1)).toBe(before)
-    // ... and cannot reserve on this shard until the caller's transaction ends.
-    const other = await pool.getConnection()
-    try {
-      await other.query('SET SESSION innodb_lock_wait_timeout = 1')
-      await expect(other.query(`SELECT \`${INNO}1\`.reserve_ids(1)`)).rejects.toMatchObject({
-        code: 'ER_LOCK_WAIT_TIMEOUT',
-      })
-    } finally {
-      other.release()
+  it('InnoDB counter: refused before anything is reserved on the caller connection', async () => {
+    // Why: inside the caller's transaction a rollback gives InnoDB counter values back, and
+    // they are issued again (raw SQL here; an ORM keeps the rolled-back ID on its entity).
+    await pool.query(`SELECT \`${INNO}2\`.reserve_ids(1)`) // the counter runs with the clock
+    const raw = await transaction({ prefix: INNO, shard: 2 })
+    const reserve = async () => {
+      const [[row]] = (await raw.connection.query(
+        `SELECT CAST(\`${INNO}2\`.reserve_ids(5) AS CHAR) AS v`,
+      )) as unknown as [{ v: string }[]]
+      return row!.v
     }
-    await first.connection.rollback()
-    first.connection.release()
-    expect(await counter(INNO, 1)).toBe(before)
-
-    // The rolled-back IDs are issued again: a caller must drop them with its rolled-back rows.
-    const second = await transaction({ prefix: INNO, shard: 1 })
     try {
-      const again = await source.nextIds(1, 10, second.context)
-      expect(again).toEqual(ids)
-      await second.connection.commit()
+      const given = await reserve()
+      await raw.connection.rollback()
+      expect(await reserve()).toBe(given)
     } finally {
+      raw.connection.release()
+    }
+
+    const source = new MysqlSource({ layout, pool, schemaPrefix: INNO, useContextQuery: true })
+    const before = await counter(INNO, 1)
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const { connection, context, calls } = await transaction()
+      try {
+        await expect(source.nextIds(1, 10, context)).rejects.toThrow(
+          /transactional table .*engine InnoDB.*Nothing was reserved/,
+        )
+        await expect(source.nextId(1, context)).rejects.toBeInstanceOf(ConfigurationError)
+        expect(calls).toEqual([]) // nothing ran on the caller's connection
+      } finally {
+        await connection.rollback()
+        connection.release()
+      }
+    }
+    expect(await counter(INNO, 1)).toBe(before)
+    // Without a caller connection, or for shards the option leaves out, the pool is used.
+    const ids = await source.nextIds(1, 3)
+    expect(counterValue(ids[2]!) + 1n).toBe(await counter(INNO, 1))
+    const some = new MysqlSource({
+      layout,
+      pool,
+      schemaPrefix: INNO,
+      useContextQuery: (shard) => shard === 2,
+    })
+    const { connection, context, calls } = await transaction()
+    try {
+      expect(await some.nextIds(1, 3, context)).toHaveLength(3)
+      expect(calls).toEqual([])
+      await expect(some.nextIds(2, 3, context)).rejects.toBeInstanceOf(ConfigurationError)
+      expect(calls).toEqual([])
+    } finally {
+      await connection.rollback()
+      connection.release()
+    }
+  })
+
+  it('accepts a counter altered to a non-transactional engine (read again after a refusal)', async () => {
+    const source = new MysqlSource({ layout, pool, schemaPrefix: INNO, useContextQuery: true })
+    const first = await transaction()
+    try {
+      await expect(source.nextIds(2, 4, first.context)).rejects.toBeInstanceOf(ConfigurationError)
+    } finally {
+      await first.connection.rollback()
+      first.connection.release()
+    }
+    await pool.query(`ALTER TABLE \`${INNO}2\`.sf_counter ENGINE=Aria TRANSACTIONAL=0`)
+    const before = await counter(INNO, 2)
+    const second = await transaction({ prefix: INNO, shard: 2 })
+    try {
+      const ids = await source.nextIds(2, 4, second.context)
+      expect(second.calls).toHaveLength(1)
+      expect(counterValue(ids[0]!)).toBe(before)
+    } finally {
+      await second.connection.rollback()
       second.connection.release()
     }
-    expect(await counter(INNO, 1)).toBe(before + 10n)
+    expect(await counter(INNO, 2)).toBe(before + 4n) // kept through the rollback
+  })
+
+  it('MyISAM counter: accepted, the rollback keeps the counter', async () => {
+    await installMysqlShards(pool, {
+      layout,
+      shards: [3],
+      schemaPrefix: MYISAM,
+      counterEngine: 'MyISAM',
+    })
+    const source = new MysqlSource({ layout, pool, schemaPrefix: MYISAM, useContextQuery: true })
+    await source.nextIds(3, 1)
+    const before = await counter(MYISAM, 3)
+    const { connection, context, calls } = await transaction()
+    try {
+      const ids = await source.nextIds(3, 6, context)
+      expect(calls).toHaveLength(1)
+      expect(counterValue(ids[0]!) >= before).toBe(true)
+    } finally {
+      await connection.rollback()
+      connection.release()
+    }
+    const after = await source.nextIds(3, 1)
+    expect(counterValue(after[0]!) >= before + 6n).toBe(true)
+  })
+
+  it('another layout installed: LayoutMismatchError, nothing reserved on the caller connection', async () => {
+    const other = defineLayout({
+      name: 'other',
+      epoch: '2000-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 11,
+      sequenceBits: 12,
+    })
+    const source = new MysqlSource({
+      layout: other,
+      pool,
+      schemaPrefix: ARIA,
+      useContextQuery: true,
+    })
+    const before = await counter(ARIA, 1)
+    const { connection, context, calls } = await transaction()
+    try {
+      await expect(source.nextIds(1, 5, context)).rejects.toBeInstanceOf(LayoutMismatchError)
+      expect(calls).toEqual([])
+    } finally {
+      await connection.rollback()
+      connection.release()
+    }
+    expect(await counter(ARIA, 1)).toBe(before)
   })
 
   it('Aria counter (MariaDB default): the reserve is not part of the transaction, nothing is given back', async () => {

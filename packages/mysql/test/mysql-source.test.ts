@@ -2,6 +2,7 @@ import {
   ConfigurationError,
   defineLayout,
   InvalidArgumentError,
+  LayoutMismatchError,
   ShardMap,
   ShardOutOfRangeError,
   TimeExhaustedError,
@@ -226,6 +227,79 @@ describe('MysqlSource', () => {
     expect(row!.v).toBe('0')
     await a.query(`DELETE FROM \`${PREFIX}short_1\`.sf_counter`)
     await expect(expired.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
+  })
+
+  it('refuses shards installed with another layout (LayoutMismatchError naming both), per shard', async () => {
+    const installed = defineLayout({
+      name: 'installed',
+      epoch: '2000-01-01T00:00:00Z',
+      timeBits: 41,
+      shardBits: 11,
+      sequenceBits: 12,
+    })
+    const prefix = `${PREFIX}other_`
+    await installMysqlShards(a, { layout: installed, shards: [5], schemaPrefix: prefix })
+    await installMysqlShards(a, { layout, shards: [6], schemaPrefix: prefix })
+    const wrong = new MysqlSource({ layout, pool: a, shards: [5, 6], schemaPrefix: prefix })
+    const buffered = new MysqlSource({
+      layout,
+      pool: a,
+      shards: [5, 6],
+      schemaPrefix: prefix,
+      prefetch: { size: 100 },
+    })
+    for (const source of [wrong, buffered, wrong]) {
+      const error = await source.nextIds(5, 3).then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(LayoutMismatchError)
+      expect((error as Error).message).toMatch(
+        /made for layout "y2k" .*41\/13\/0\/10 bits.*installed with layout "installed" .*41\/11\/0\/12 bits/,
+      )
+      await expect(source.nextId(5)).rejects.toBeInstanceOf(LayoutMismatchError)
+    }
+    // The shard with this layout, on the same server, works.
+    const ids = await wrong.nextIds(6, 3)
+    expect(ids.every((id) => id > 0n && layout.shardOf(id) === 6)).toBe(true)
+    // The installed layout works on shard 5, and its IDs are the ones next_id() makes in SQL.
+    const right = new MysqlSource({ layout: installed, pool: a, shards: [5], schemaPrefix: prefix })
+    const fromSource = await right.nextId(5)
+    const [row] = await rows<{ id: string }>(a, `SELECT \`${prefix}5\`.next_id() AS id`)
+    const fromSql = BigInt(row!.id)
+    expect(fromSql > fromSource).toBe(true)
+    expect(installed.shardOf(fromSql)).toBe(5)
+    expect(installed.shardOf(fromSource)).toBe(5)
+    const age = Date.now() - installed.timeOf(fromSource).getTime()
+    expect(age > -60_000 && age < 60_000).toBe(true) // today, not in 2072
+  })
+
+  it('missing layout metadata: ConfigurationError, read again on the next call; a good read is kept', async () => {
+    const prefix = `${PREFIX}meta_`
+    await installMysqlShards(a, { layout, shards: [1, 2], schemaPrefix: prefix })
+    const meta = `\`${prefix}1\`.sf_meta`
+    const [saved] = await rows<{ value: string }>(
+      a,
+      `SELECT value FROM ${meta} WHERE name = 'layout_key'`,
+    )
+    await a.query(`DELETE FROM ${meta} WHERE name = 'layout_key'`)
+    const source = new MysqlSource({ layout, pool: a, shards: [1, 2], schemaPrefix: prefix })
+    await expect(source.nextId(1)).rejects.toThrow(/records no layout/)
+    await expect(source.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
+    await a.query(`INSERT INTO ${meta} (name, value) VALUES ('layout_key', ?)`, [saved!.value])
+    expect(layout.shardOf(await source.nextId(1))).toBe(1) // read again: now it passes
+    // Checked once per shard: a later change is not seen by this source, but by a new one.
+    await a.query(
+      `UPDATE ${meta} SET value = 'epoch=0;unit=1;bits=1/1/1/1;order=x' WHERE name = 'layout_key'`,
+    )
+    expect(layout.shardOf(await source.nextId(1))).toBe(1)
+    const fresh = new MysqlSource({ layout, pool: a, shards: [1, 2], schemaPrefix: prefix })
+    await expect(fresh.nextId(1)).rejects.toBeInstanceOf(LayoutMismatchError)
+    expect(layout.shardOf(await fresh.nextId(2))).toBe(2) // each shard on its own
+    // No sf_meta table at all: ConfigurationError too.
+    await a.query(`DROP TABLE \`${prefix}2\`.sf_meta`)
+    const bare = new MysqlSource({ layout, pool: a, shards: [1, 2], schemaPrefix: prefix })
+    await expect(bare.nextId(2)).rejects.toBeInstanceOf(ConfigurationError)
   })
 
   it('reports a shard that is in the map but not installed', async () => {

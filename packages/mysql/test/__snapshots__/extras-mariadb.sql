@@ -10,22 +10,34 @@ CREATE DATABASE IF NOT EXISTS `tickets`;
 
 CREATE TABLE IF NOT EXISTS `tickets`.`tickets64_photos` (
   `stub` CHAR(1) NOT NULL PRIMARY KEY,
-  `id` BIGINT UNSIGNED NOT NULL COMMENT 'next ticket of this server'
+  `id` BIGINT UNSIGNED NOT NULL COMMENT 'next ticket of this server',
+  `server_increment` INT UNSIGNED NOT NULL COMMENT 'increment it was installed with (0: paused)',
+  `server_offset` INT UNSIGNED NOT NULL COMMENT 'offset it was installed with, 1..increment'
 ) ENGINE=InnoDB;
 
 CREATE OR REPLACE FUNCTION `tickets`.`next_photos`(n INT, step INT, start INT) RETURNS BIGINT UNSIGNED
   NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake ticket server: n tickets in one single-row UPDATE, returns the first'
 BEGIN
-  DECLARE inc BIGINT UNSIGNED DEFAULT COALESCE(step, @@auto_increment_increment);
-  DECLARE off BIGINT UNSIGNED DEFAULT COALESCE(start, @@auto_increment_offset);
+  DECLARE recorded_increment BIGINT;
+  DECLARE recorded_offset BIGINT;
+  DECLARE message VARCHAR(128);
   IF n IS NULL OR n < 1 OR n > 1000000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:COUNT: n must be from 1 to 1000000';
   END IF;
-  UPDATE `tickets`.`tickets64_photos` SET `id` = LAST_INSERT_ID(`id` + inc * n)
-   WHERE `stub` = 'a' AND MOD(`id`, inc) = MOD(off, inc);
-  IF ROW_COUNT() <> 1 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:TICKETS: no ticket row for this increment and offset';
+  UPDATE `tickets`.`tickets64_photos` SET `id` = LAST_INSERT_ID(`id` + `server_increment` * n)
+   WHERE `stub` = 'a' AND `server_increment` = step AND `server_offset` = start;
+  IF ROW_COUNT() = 1 THEN
+    RETURN LAST_INSERT_ID() - step * n;
   END IF;
-  RETURN LAST_INSERT_ID() - inc * n;
+  SET recorded_increment = (SELECT `server_increment` FROM `tickets`.`tickets64_photos` WHERE `stub` = 'a');
+  SET recorded_offset = (SELECT `server_offset` FROM `tickets`.`tickets64_photos` WHERE `stub` = 'a');
+  IF recorded_increment IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:TICKETS: no ticket row';
+  END IF;
+  IF recorded_increment = 0 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:PAUSED: a reconfiguration is not finished';
+  END IF;
+  SET message = CONCAT('shardflake:MISMATCH:', recorded_increment, ':', recorded_offset);
+  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;
 END;
