@@ -74,8 +74,8 @@ export interface MysqlSourceOptions {
    * counter and they would be issued again, while an ORM keeps the rolled-back ID on its entity
    * (a retry then writes another row's ID), and the counter row would stay locked until the caller
    * commits. So on the first such call for each shard the source reads the counter's engine
-   * (`information_schema`, on its pool) and refuses a transactional one with `ConfigurationError`
-   * before anything is reserved on the caller's connection: install the shard with a
+   * (`information_schema`, on the caller's connection, with the layout check) and refuses a
+   * transactional one with `ConfigurationError` before anything is reserved there: install the shard with a
    * non-transactional `counterEngine` (or `ALTER TABLE shard_<n>.sf_counter ENGINE=Aria
    * TRANSACTIONAL=0`), or leave this option off for that shard.
    * @example `useContextQuery: (shard) => shard < 1000` (the shards on the ORM's own server)
@@ -283,7 +283,9 @@ export class MysqlSource implements IdSource {
     if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
     const known = this.checked.get(shard)
     if (query) {
-      const found = known ?? (await this.check(shard))
+      // Checked on the caller's connection too: the server the reserve runs on, and no second
+      // connection (a pool held by open transactions cannot starve the call).
+      const found = known ?? (await this.check(shard, query))
       if (found.transactional) {
         // Read again next time: the table may have been altered meanwhile.
         this.checked.delete(shard)
@@ -304,11 +306,14 @@ export class MysqlSource implements IdSource {
     return reserved.value
   }
 
-  /** Once per shard database (again after a failure): the recorded layout, the counter's engine. */
-  private check(shard: number): Promise<ShardCheck> {
+  /**
+   * Once per shard database (again after a failure): the recorded layout, the counter's engine;
+   * read on `query` when given, else on the shard's pool.
+   */
+  private check(shard: number, query?: IdRequestContext['query']): Promise<ShardCheck> {
     let pending = this.checking.get(shard)
     if (!pending) {
-      pending = this.readShard(shard).then(
+      pending = this.readShard(shard, query).then(
         (found) => {
           this.checking.delete(shard)
           this.checked.set(shard, found)
@@ -324,17 +329,15 @@ export class MysqlSource implements IdSource {
     return pending
   }
 
-  private async readShard(shard: number): Promise<ShardCheck> {
+  private async readShard(shard: number, query?: IdRequestContext['query']): Promise<ShardCheck> {
     const database = `${this.schemaPrefix}${shard}`
     const counter = `FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'sf_counter'`
+    const sql = `SELECT (SELECT \`value\` FROM \`${database}\`.\`sf_meta\` WHERE \`name\` = 'layout_key') AS layout_key, (SELECT \`value\` FROM \`${database}\`.\`sf_meta\` WHERE \`name\` = 'layout') AS layout, (SELECT ENGINE ${counter}) AS engine, (SELECT TRANSACTIONS FROM information_schema.ENGINES WHERE ENGINE = (SELECT ENGINE ${counter})) AS transactions`
     let rows: unknown
     try {
-      ;[rows] = await this.shardMap
-        .targetFor(shard)
-        .query(
-          `SELECT (SELECT \`value\` FROM \`${database}\`.\`sf_meta\` WHERE \`name\` = 'layout_key') AS layout_key, (SELECT \`value\` FROM \`${database}\`.\`sf_meta\` WHERE \`name\` = 'layout') AS layout, (SELECT ENGINE ${counter}) AS engine, (SELECT TRANSACTIONS FROM information_schema.ENGINES WHERE ENGINE = (SELECT ENGINE ${counter})) AS transactions`,
-          [database, database],
-        )
+      rows = query
+        ? await query(sql, [database, database])
+        : (await this.shardMap.targetFor(shard).query(sql, [database, database]))[0]
     } catch (error) {
       throw this.translate(error, shard)
     }

@@ -74,6 +74,9 @@ async function transaction(behind?: { prefix: string; shard: number }): Promise<
   return { connection, context, calls }
 }
 
+/** The calls that reserved counter values (the first call per shard also reads its metadata). */
+const reserves = (calls: readonly string[]) => calls.filter((sql) => sql.includes('reserve_ids'))
+
 const counterValue = (id: bigint) => {
   const { time, sequence } = layout.decompose(id)
   return BigInt(time) * 1024n + BigInt(sequence)
@@ -121,7 +124,7 @@ describe('MysqlSource useContextQuery', () => {
           /transactional table .*engine InnoDB.*Nothing was reserved/,
         )
         await expect(source.nextId(1, context)).rejects.toBeInstanceOf(ConfigurationError)
-        expect(calls).toEqual([]) // nothing ran on the caller's connection
+        expect(reserves(calls)).toEqual([]) // nothing was reserved on the caller's connection
       } finally {
         await connection.rollback()
         connection.release()
@@ -142,7 +145,7 @@ describe('MysqlSource useContextQuery', () => {
       expect(await some.nextIds(1, 3, context)).toHaveLength(3)
       expect(calls).toEqual([])
       await expect(some.nextIds(2, 3, context)).rejects.toBeInstanceOf(ConfigurationError)
-      expect(calls).toEqual([])
+      expect(reserves(calls)).toEqual([])
     } finally {
       await connection.rollback()
       connection.release()
@@ -163,7 +166,7 @@ describe('MysqlSource useContextQuery', () => {
     const second = await transaction({ prefix: INNO, shard: 2 })
     try {
       const ids = await source.nextIds(2, 4, second.context)
-      expect(second.calls).toHaveLength(1)
+      expect(reserves(second.calls)).toHaveLength(1)
       expect(counterValue(ids[0]!)).toBe(before)
     } finally {
       await second.connection.rollback()
@@ -185,7 +188,7 @@ describe('MysqlSource useContextQuery', () => {
     const { connection, context, calls } = await transaction()
     try {
       const ids = await source.nextIds(3, 6, context)
-      expect(calls).toHaveLength(1)
+      expect(reserves(calls)).toHaveLength(1)
       expect(counterValue(ids[0]!) >= before).toBe(true)
     } finally {
       await connection.rollback()
@@ -213,7 +216,8 @@ describe('MysqlSource useContextQuery', () => {
     const { connection, context, calls } = await transaction()
     try {
       await expect(source.nextIds(1, 5, context)).rejects.toBeInstanceOf(LayoutMismatchError)
-      expect(calls).toEqual([])
+      expect(calls).toHaveLength(1) // the check, and no reserve
+      expect(reserves(calls)).toEqual([])
     } finally {
       await connection.rollback()
       connection.release()
@@ -227,7 +231,7 @@ describe('MysqlSource useContextQuery', () => {
     const before = await counter(ARIA, 2)
     const first = await transaction({ prefix: ARIA, shard: 2 })
     const ids = await source.nextIds(2, 10, first.context)
-    expect(first.calls).toHaveLength(1)
+    expect(reserves(first.calls)).toHaveLength(1)
     expect(counterValue(ids[0]!)).toBe(before)
     expect(await counter(ARIA, 2)).toBe(before + 10n) // visible before the commit
     const [other] = await rows<{ v: string }>(
@@ -239,6 +243,38 @@ describe('MysqlSource useContextQuery', () => {
     first.connection.release()
     const after = await source.nextIds(2, 1)
     expect(after[0]! > ids[9]!).toBe(true)
+  })
+
+  it('needs no second connection: a pool of one, held by the caller transaction, does not starve it', async () => {
+    const single = await createMysqlPool({ uri: MYSQL_URL, connectionLimit: 1 })
+    const held = await single.getConnection()
+    try {
+      await held.beginTransaction()
+      const source = new MysqlSource({
+        layout,
+        pool: single,
+        schemaPrefix: ARIA,
+        shards: [1, 2],
+        useContextQuery: true,
+      })
+      const calls: string[] = []
+      const context: IdRequestContext = {
+        query: async (sql, params) => {
+          calls.push(sql)
+          const [result] = await held.query(sql, params as unknown[])
+          return result as Record<string, unknown>[]
+        },
+      }
+      const before = await counter(ARIA, 1)
+      const ids = await source.nextIds(1, 5, context) // first use of the shard: check + reserve
+      expect(calls).toHaveLength(2)
+      expect(layout.shardOf(ids[0]!)).toBe(1)
+      expect(counterValue(ids[0]!) >= before).toBe(true)
+      await held.rollback()
+    } finally {
+      held.release()
+      await single.end()
+    }
   })
 
   it('a function picks the shards; calls through the caller connection skip the prefetch buffer', async () => {
@@ -260,12 +296,13 @@ describe('MysqlSource useContextQuery', () => {
       expect(await counter(ARIA, 2)).toBe(before2) // served from memory
 
       const viaCaller = await source.nextIds(1, 7, context) // shard 1: the caller's connection
-      expect(calls).toHaveLength(1)
+      expect(calls).toHaveLength(2) // its first use: the check, then the reserve
+      expect(reserves(calls)).toHaveLength(1)
       expect(counterValue(viaCaller[6]!) + 1n).toBe(await counter(ARIA, 1)) // exactly 7 reserved
       await source.nextIds(1, 1, context)
-      expect(calls).toHaveLength(2)
+      expect(calls).toHaveLength(3) // checked once per shard
       await source.nextIds(1, 1) // no context: the pool and the buffer
-      expect(calls).toHaveLength(2)
+      expect(calls).toHaveLength(3)
     } finally {
       await connection.rollback()
       connection.release()
