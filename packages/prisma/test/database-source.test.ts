@@ -1,7 +1,13 @@
 import { describeAdapter } from '@shardflake/conformance'
 import { afterAll } from 'vitest'
 import { blogOnPrisma } from './support/blog'
-import { endSourcePools, logicalShards, mysqlSource, postgresSource } from './support/sources'
+import {
+  endSourcePools,
+  logicalShards,
+  mysqlSource,
+  postgresSource,
+  redisSource,
+} from './support/sources'
 
 afterAll(endSourcePools)
 
@@ -26,5 +32,21 @@ describeAdapter('Prisma / MariaDB / MysqlSource', {
   database: 'sf_prisma_my_dbsource',
   logicalShards,
   createSource: (raw) => mysqlSource(raw),
+  setup: async ({ source, raw }) => blogOnPrisma('mysql', raw.url, source),
+})
+
+describeAdapter('Prisma / PostgreSQL / RedisSource', {
+  dialect: 'postgres',
+  database: 'sf_prisma_pg_redis',
+  logicalShards,
+  createSource: () => redisSource('sf:prisma:pg:'),
+  setup: async ({ source, raw }) => blogOnPrisma('postgres', raw.url, source),
+})
+
+describeAdapter('Prisma / MariaDB / RedisSource', {
+  dialect: 'mysql',
+  database: 'sf_prisma_my_redis',
+  logicalShards,
+  createSource: () => redisSource('sf:prisma:my:'),
   setup: async ({ source, raw }) => blogOnPrisma('mysql', raw.url, source),
 })

@@ -2,6 +2,8 @@ import type { RawDatabase } from '@shardflake/conformance'
 import { instagram } from '@shardflake/core'
 import { BIG_NUMBER_OPTIONS, installMysqlShards, MysqlSource } from '@shardflake/mysql'
 import { installPostgres, PostgresSource, type PrefetchOptions } from '@shardflake/postgres'
+import { RedisSource } from '@shardflake/redis'
+import { Redis } from 'ioredis'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 
@@ -42,6 +44,28 @@ export async function mysqlSource(raw: RawDatabase) {
   })
   await installMysqlShards(pool, { layout: instagram, shards, schemaPrefix })
   return new MysqlSource({ layout: instagram, pool, shards, schemaPrefix, logicalShards })
+}
+
+/**
+ * A `RedisSource` on the shared Redis (`REDIS_URL`) under its own key prefix (its keys deleted
+ * again by {@link endSourcePools}).
+ */
+export function redisSource(keyPrefix: string) {
+  const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const source = new RedisSource({ layout: instagram, servers: url, keyPrefix, logicalShards })
+  pools.push({
+    async end() {
+      await source.close()
+      const client = new Redis(url)
+      try {
+        const keys = await client.keys(`${keyPrefix}*`)
+        if (keys.length > 0) await client.del(...keys)
+      } finally {
+        client.disconnect()
+      }
+    },
+  })
+  return source
 }
 
 /** Ends the pools of the sources made here. */
