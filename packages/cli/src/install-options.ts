@@ -79,17 +79,45 @@ export async function runInstall<C, R>(
   install: (connection: C) => Promise<R>,
   close: (connection: C) => Promise<unknown>,
 ): Promise<R> {
+  return runGuarded(
+    `Could not install into the ${what}`,
+    () => install(connection),
+    () => close(connection),
+  )
+}
+
+/**
+ * Runs `run`, then `close` whatever happens; a driver's error becomes `SourceUnavailableError`
+ * ("<failure>: <its message>"), shardflake's own errors pass through.
+ */
+export async function runGuarded<R>(
+  failure: string,
+  run: () => Promise<R>,
+  close: () => Promise<unknown>,
+): Promise<R> {
   try {
-    return await install(connection)
+    return await run()
   } catch (error) {
     if (error instanceof ShardflakeError) throw error
     throw new SourceUnavailableError(
-      `Could not install into the ${what}: ${error instanceof Error ? error.message : String(error)}`,
+      `${failure}: ${error instanceof Error ? error.message : String(error)}`,
       { cause: error },
     )
   } finally {
-    await close(connection).catch(() => undefined)
+    await close().catch(() => undefined)
   }
+}
+
+/** `5-7,9` for an ascending list of shards. */
+export function formatShardList(shards: readonly number[]): string {
+  const parts: string[] = []
+  for (let i = 0; i < shards.length; i++) {
+    let j = i
+    while (j + 1 < shards.length && shards[j + 1] === shards[j]! + 1) j++
+    parts.push(i === j ? String(shards[i]) : `${shards[i]}-${shards[j]}`)
+    i = j
+  }
+  return parts.join(',')
 }
 
 /** A one-line progress bar on stderr (redrawn in a terminal, every 10 % otherwise). */

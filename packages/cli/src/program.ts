@@ -22,7 +22,8 @@ const processIo: CliIo = {
 
 /**
  * The `shardflake` program. `decode`, `compose` and `layout` work on IDs and layouts; `sql` and
- * `install` print or apply the SQL of a database package.
+ * `install` print or apply the SQL of a database package; `move` moves logical shards between
+ * databases.
  */
 export function createProgram(io: CliIo = processIo): Command {
   const program = new Command('shardflake')
@@ -90,8 +91,11 @@ export function createProgram(io: CliIo = processIo): Command {
 
   const sql = program.command('sql').description('print the SQL that installs the ID functions')
   const install = program.command('install').description('install the ID functions into a database')
+  const move = program
+    .command('move')
+    .description('move logical shards to another database without repeating an ID')
   // database commands
-  registerPostgresCommands({ sql, install }, io)
+  registerPostgresCommands({ sql, install, move }, io)
   registerMysqlCommands({ sql, install }, io)
   void sql
   void install

@@ -10,10 +10,18 @@ export {
   readInstalledShards,
   setDefault,
 } from './installer'
+export {
+  type MovedShard,
+  type MoveOptions,
+  type MoveProgress,
+  type MoveResult,
+  moveShards,
+} from './move'
 export { PostgresSource, type PostgresSourceOptions } from './source'
 export {
   commonSql,
   defaultClause,
+  fenceSql,
   type PostgresLayoutOptions,
   type PostgresSqlOptions,
   postgresSql,

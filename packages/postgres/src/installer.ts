@@ -57,7 +57,9 @@ export interface InstallResult {
  * Accepts a `pg.Pool` (one connection is used), a `pg.Client` or a PGlite instance.
  *
  * @throws LayoutMismatchError when the database already holds another layout.
- * @throws ConfigurationError when a shard is already installed under another schema name.
+ * @throws ConfigurationError when a shard is already installed under another schema name, or was
+ *   moved away from this database ({@link moveShards}; SQLSTATE `SF005` from the raw script): its
+ *   sequence there is fenced, and only moving it back lifts the fence.
  * @example
  * ```ts
  * import pg from 'pg'
@@ -105,7 +107,8 @@ export async function installPostgres(
   }
 }
 
-async function transaction(session: Session, o: ResolvedSqlOptions, script: string) {
+/** Runs a script in one short transaction, serialised with other installers of the schema. @internal */
+export async function transaction(session: Session, o: ResolvedSqlOptions, script: string) {
   await session.exec('BEGIN')
   try {
     // Serialises concurrent installers of the same common schema.
@@ -129,15 +132,22 @@ function mismatch(o: ResolvedSqlOptions, installed: Layout): LayoutMismatchError
   )
 }
 
-function translate(error: unknown): unknown {
+/** shardflake's SQLSTATEs as typed errors; anything else unchanged. @internal */
+export function translate(error: unknown): unknown {
   const code = (error as { code?: unknown } | undefined)?.code
   const message = error instanceof Error ? error.message : String(error)
   if (code === 'SF002') return new LayoutMismatchError(message.replace(/^shardflake: /, ''))
-  if (code === 'SF003') return new ConfigurationError(message.replace(/^shardflake: /, ''))
+  if (code === 'SF003' || code === 'SF005') {
+    return new ConfigurationError(message.replace(/^shardflake: /, ''))
+  }
   return error
 }
 
-async function readLayoutFrom(session: Session, schema: string): Promise<Layout | undefined> {
+/** The layout recorded in a schema, read on an open session. @internal */
+export async function readLayoutFrom(
+  session: Session,
+  schema: string,
+): Promise<Layout | undefined> {
   const [exists] = await session.query('SELECT to_regclass($1) IS NOT NULL AS present', [
     `${quoteIdent('schema', schema)}.layout`,
   ])
@@ -179,13 +189,22 @@ export async function readInstalledLayout(
   }
 }
 
-/** The logical shards recorded in a database by {@link installPostgres}, ascending. */
+/**
+ * The logical shards recorded in a database by {@link installPostgres}, ascending: those it
+ * serves, without the shards moved away from it ({@link moveShards}) unless `includeRetired`.
+ * @example
+ * ```ts
+ * const served = await readInstalledShards(pool) // [0, 1, ..., 999]
+ * ```
+ */
 export async function readInstalledShards(
   client: SqlClient,
-  options: { schema?: string } = {},
+  options: { schema?: string; includeRetired?: boolean } = {},
 ): Promise<number[]> {
   const schema = quoteIdent('schema', options.schema ?? 'shardflake')
-  const result = await client.query(`SELECT shard FROM ${schema}.shards ORDER BY shard`)
+  // to_jsonb: also reads metadata installed before the retired_at column existed.
+  const where = options.includeRetired ? '' : ` WHERE to_jsonb(s) ->> 'retired_at' IS NULL`
+  const result = await client.query(`SELECT shard FROM ${schema}.shards s${where} ORDER BY shard`)
   return (result.rows as { shard: number }[]).map((row) => Number(row.shard))
 }
 

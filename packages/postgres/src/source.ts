@@ -259,6 +259,23 @@ export class PostgresSource implements IdSource {
       const wait = /at most (\d+)\)/.exec(text)
       return new ClockMovedBackwardsError(Number(ahead?.[1] ?? 0), Number(wait?.[1] ?? 0))
     }
+    if (code === 'SF005') {
+      // The shard was moved away from this database (moveShards): the map is out of date.
+      const text = error instanceof Error ? error.message.replace(/^shardflake: /, '') : ''
+      return new ConfigurationError(
+        `${text} (the shard map gives this database for logical shard ${shard}).`,
+      )
+    }
+    if (
+      (code === '2200H' || code === '22003') &&
+      error instanceof Error &&
+      /sequence "id_seq"/.test(error.message)
+    ) {
+      // A call already running when the shard's fence committed (or the layout's end).
+      return new ConfigurationError(
+        `The sequence of logical shard ${shard} is at its end in the database the shard map gives for it: the shard was moved to another database (update the shard map), or the layout's time ran out. No ID was issued.`,
+      )
+    }
     if (code === '3F000' || code === '42883' || code === '42P01') {
       return new ConfigurationError(
         `Logical shard ${shard} is not installed in the database the shard map gives for it (schema ${shardSchemaName(shard, this.schemaPrefix)}): run installPostgres there.`,

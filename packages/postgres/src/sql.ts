@@ -8,7 +8,7 @@ import {
 import { checkIdentifier, quoteIdent, quoteLiteral, quoteQualified } from './identifiers'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '2'
+export const SQL_VERSION = '3'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresLayoutOptions {
@@ -216,6 +216,22 @@ function signed(value: bigint): bigint {
   return value >= 1n << 63n ? value - (1n << 64n) : value
 }
 
+/**
+ * Adds the columns that record a logical shard moved away from this database (idempotent). Part
+ * of {@link commonSql}; run alone on a move's old home. @internal
+ */
+export function retirementColumnsSql(o: ResolvedSqlOptions): string {
+  const c = quoteIdent('schema', o.schema)
+  return `-- A logical shard moved to another database stays recorded here, fenced: when (retired_at), where
+-- to (moved_to), and the highest value of its sequence this database can ever have issued
+-- (fence_value). Installing it here again is refused; only a move brings it back.
+ALTER TABLE ${c}.shards
+  ADD COLUMN IF NOT EXISTS retired_at timestamptz,
+  ADD COLUMN IF NOT EXISTS moved_to text,
+  ADD COLUMN IF NOT EXISTS fence_value bigint;
+`
+}
+
 /** The SQL for what every shard shares (common schema, metadata, clock, decode helpers). */
 export function commonSql(options: PostgresSqlOptions | ResolvedSqlOptions): string {
   const o = 'lockKey' in options ? options : resolveSqlOptions(options)
@@ -254,6 +270,7 @@ CREATE TABLE IF NOT EXISTS ${c}.shards (
   updated_at timestamptz NOT NULL DEFAULT now()
 );
 
+${retirementColumnsSql(o)}
 -- Refuse a different layout over an existing one: IDs would lose their order and could repeat.
 DO $shardflake$
 DECLARE
@@ -310,7 +327,8 @@ $$;
 /**
  * The SQL for one logical shard: its schema, sequences, `next_id()`, `next_ids(n)` and the
  * helpers they call, and its row in the metadata table. Idempotent: running it again keeps the
- * sequence where it is and replaces the functions.
+ * sequence where it is and replaces the functions. Needs the common objects of the same version
+ * ({@link commonSql}); refuses (SQLSTATE `SF005`) a shard that was moved away from this database.
  *
  * ## How `next_id()` and `next_ids(n)` never repeat an ID
  *
@@ -321,11 +339,13 @@ $$;
  * 1. **Only a "move" writes the sequence with `setval`**, and a move runs under the shard's
  *    session-level advisory lock (so moves never overlap), reads the sequence's real last value
  *    (`SELECT last_value FROM id_seq`: with `CACHE` above 1 that is the end of the last block any
- *    session took) and sets it to a value above that last value. There are three moves: the
+ *    session took) and sets it to a value above that last value. There are four moves: the
  *    catch-up (to the clock, when the sequence is more than `marginMs` behind it), the
  *    reservation of `next_ids(n)` for n >= `reserveFrom` (to the end of a range of n values that
  *    starts after the last value, or at the clock when the last value is more than `marginMs`
- *    behind), and the repair of a move whose session died (no `setval` of the sequence at all).
+ *    behind), the advance of a shard moved here from another database (`_advance_to(v)`: to
+ *    greatest(last value, v), at or above the last value), and the repair of a move whose
+ *    session died (no `setval` of the sequence at all).
  * 2. **A seqlock in a second sequence, `id_gen`.** A move sets `id_gen` to "not called" (readers
  *    see NULL) before it reads the last value and to a generation never used before (`g + 1`)
  *    after its `setval`; a catch-up that found nothing to move puts back `g`. Every draw reads
@@ -368,6 +388,18 @@ $$;
  * back, bursts above 2^sequenceBits per time unit, big reservations) makes the call wait for the
  * clock, at most `maxWaitMs`, then fail with SF001 (the values drawn are dropped). A reservation
  * that would end beyond what that wait can cover is refused without moving the sequence.
+ *
+ * Moving the shard to another database (`moveShards` in the installer) keeps the promise across
+ * databases with one number, the fence L. On the old home, {@link fenceSql} sets `MAXVALUE` of
+ * `id_seq` to L, at least its last value, under the lock of `ALTER SEQUENCE` (documented: it
+ * blocks concurrent `nextval`, `setval`, `currval` and `lastval` until its transaction ends, and it
+ * waits for the transactions that drew from the shard), so nothing there can ever exceed L: no
+ * `nextval` (it fails at `MAXVALUE`), no `setval` of a move (out of bounds), no block a session
+ * cached (it lies at or below the last value); values a stale move might still set back lie at or
+ * below L too. On the new home, `_advance_to(L)` is a fourth move: it sets the sequence to
+ * greatest(last value, L), so every value drawn there afterwards is above L (the argument above
+ * holds with "at or above" for it: values taken before it are at most the last value it reads).
+ * Which session issued what on the old home does not matter, only that none of it exceeds L.
  */
 export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): string {
   const o = 'lockKey' in options ? options : resolveSqlOptions(options)
@@ -387,6 +419,10 @@ export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard
   const lockClass = o.lockKey >>> 0
   const discardInLoop = o.cache > 1 ? '\n      DISCARD SEQUENCES;' : ''
   const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
+  const retiredCheck = `  IF EXISTS (SELECT 1 FROM ${c}.shards WHERE shard = ${shard} AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));
+  END IF;`
   return `-- shardflake ${SQL_VERSION}: logical shard ${shard} of layout ${JSON.stringify(layout.name)}
 CREATE SCHEMA IF NOT EXISTS ${s};
 
@@ -401,7 +437,16 @@ $shardflake$;
 
 -- Counts in ID space: value = time << ${n.S} | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS ${s}.id_seq AS bigint MINVALUE 0 MAXVALUE ${n.maxValue} START 0 CACHE ${o.cache} NO CYCLE;
-ALTER SEQUENCE ${s}.id_seq MAXVALUE ${n.maxValue} CACHE ${o.cache};
+-- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
+-- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
+-- for a fence being set meanwhile, and each statement here sees what committed before it).
+DO $shardflake$
+BEGIN
+${retiredCheck}
+  ALTER SEQUENCE ${s}.id_seq MAXVALUE ${n.maxValue} CACHE ${o.cache};
+${retiredCheck}
+END
+$shardflake$;
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS ${s}.id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
@@ -553,6 +598,38 @@ BEGIN
 END
 $$;
 
+-- Moves the sequence to at least v, never backwards, and returns where it is: the last step of
+-- moving the shard here from another database whose sequence was fenced at v, so that every value
+-- issued here from now on is above every value the old home ever issued. A move like _reserve
+-- (lock, id_gen "not called", the real last value, setval, a new generation): draws running here
+-- meanwhile are drawn again.
+CREATE OR REPLACE FUNCTION ${s}._advance_to(v bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+BEGIN
+  IF v IS NULL OR v < 0 OR v > ${n.maxValue} THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard ${shard}: _advance_to(v) needs v from 0 to ${n.maxValue}, got %s', v);
+  END IF;
+  BEGIN
+    PERFORM pg_advisory_lock(${lock});
+    SELECT last_value INTO g FROM ${s}.id_gen;
+    PERFORM setval(${gen}, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT greatest(last_value, v) INTO last FROM ${s}.id_seq;
+    PERFORM setval(${seq}, last, true);
+    PERFORM setval(${gen}, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(${lock});
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM ${s}._unlock();
+    RAISE;
+  END;
+  RETURN last;
+END
+$$;
+
 -- n new IDs of shard ${shard}, ascending, in one call: from ${o.reserveFrom} on a reserved range,
 -- below that n draws.
 CREATE OR REPLACE FUNCTION ${s}.next_ids(n integer) RETURNS SETOF bigint
@@ -651,6 +728,130 @@ VALUES (${shard}, '${name}', ${o.worker}, ${o.cache}, '${SQL_VERSION}')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 `
+}
+
+/**
+ * The SQL that fences a logical shard in the database it is moving away from: afterwards that
+ * database never issues another ID of the shard, and `<schema>.shards.fence_value` holds L, the
+ * highest sequence value it can ever have issued. The new home must then continue above L
+ * (`_advance_to(L)`); `moveShards` does both. Run it in one transaction, after the common SQL of
+ * this version (it uses the `retired_at`, `moved_to` and `fence_value` columns).
+ *
+ * In order: `ALTER SEQUENCE` on `id_gen`, then `id_seq` (the order draws take them) takes the
+ * locks that block every `nextval`/`setval` of the shard until commit and waits for transactions
+ * that drew from it; the last value is read, `MAXVALUE` set to L (the last value plus `marginMs`
+ * of ID space, never below an earlier fence; if the value moved in between, it is read again);
+ * `id_gen` is set to "not called" (draws already running see a move that never ends); the row in
+ * `shards` is marked retired; and `next_id()`, `next_ids(n)` and every helper that draws, moves
+ * the sequence or composes an ID are replaced by versions that raise SQLSTATE `SF005` ("logical
+ * shard n moved to another database") before touching it. A call that was already running the old
+ * body when the fence committed fails at its next step, with SF005 or, if it reaches the sequence
+ * first, the sequence's own 2200H/22003 at L. Idempotent: on a fenced shard it keeps L.
+ *
+ * @example
+ * ```ts
+ * // What moveShards runs on the old home (plus a lock_timeout and the destination's name):
+ * await client.query(`BEGIN; ${fenceSql({ layout: instagram }, 5)} COMMIT;`)
+ * ```
+ */
+export function fenceSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): string {
+  const o = 'lockKey' in options ? options : resolveSqlOptions(options)
+  o.layout.checkShard(shard)
+  const n = numbers(o)
+  const name = shardSchemaName(shard, o.schemaPrefix)
+  const s = quoteIdent('schema', name)
+  const c = quoteIdent('schema', o.schema)
+  const seq = `'${s}.id_seq'::regclass`
+  const gen = `'${s}.id_gen'::regclass`
+  // Room above the last value, `marginMs` of ID space: a call already running the old body when
+  // the fence commits (a statement planned with the inlined next_id(), a reservation waiting for
+  // the lock) takes its values within it and then fails in a fenced helper with SF005, rather
+  // than at the sequence's end. The new home's IDs start that much later (ahead of the clock).
+  const headroom = n.margin
+  // Everything that draws, moves the sequence or makes an ID of it, with the same signatures (so
+  // that column DEFAULTs and callers keep working, and fail with SF005). A call already running
+  // the old body when the fence commits meets a fenced helper at its next step, or the
+  // sequence's end (2200H, 22003); whatever it could still take is at most L.
+  const fenced: [string, string][] = [
+    ['next_id()', 'bigint'],
+    ['next_ids(n integer)', 'SETOF bigint'],
+    ['_reserve(n integer)', 'bigint'],
+    ['_catch_up()', 'boolean'],
+    ['_advance_to(v bigint)', 'bigint'],
+    ['_wait_gen()', 'void'],
+    ['_settle(g1 bigint, v bigint, g2 bigint)', 'bigint'],
+    ['_accept(g1 bigint, v bigint, g2 bigint, now_ms bigint)', 'bigint'],
+    ['_compose(v bigint)', 'bigint'],
+  ]
+  const refuse = (signature: string, returns: string) => `
+CREATE OR REPLACE FUNCTION ${s}.${signature} RETURNS ${returns}
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  PERFORM ${s}._moved();${returns === 'void' ? '' : returns.startsWith('SETOF') ? '\n  RETURN;' : '\n  RETURN NULL;'}
+END
+$$;
+`
+  return `-- shardflake ${SQL_VERSION}: fence logical shard ${shard}, moved to another database
+CREATE SEQUENCE IF NOT EXISTS ${s}.id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+-- The locks every draw takes, in the order draws take them: ALTER SEQUENCE blocks concurrent
+-- nextval and setval until this transaction ends, and waits for transactions that drew from it.
+ALTER SEQUENCE ${s}.id_gen NO CYCLE;
+ALTER SEQUENCE ${s}.id_seq NO CYCLE;
+
+DO $shardflake$
+DECLARE
+  r record;
+  last bigint;
+  fence bigint;
+  current_max bigint;
+  tries integer := 0;
+BEGIN
+  SELECT schema_name, retired_at, fence_value INTO r FROM ${c}.shards WHERE shard = ${shard} FOR UPDATE;
+  IF NOT FOUND OR r.schema_name <> '${name}' THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF003',
+      MESSAGE = 'shardflake: logical shard ${shard} is not installed in schema ${name} of this database: nothing to fence';
+  END IF;
+  LOOP
+    tries := tries + 1;
+    SELECT last_value INTO last FROM ${s}.id_seq;
+    SELECT seqmax INTO current_max FROM pg_catalog.pg_sequence WHERE seqrelid = ${seq};
+    -- L: the last value plus the margin, or an earlier fence (never lowered).
+    fence := CASE
+      WHEN r.retired_at IS NOT NULL THEN greatest(last, r.fence_value, 1)
+      WHEN last > ${n.maxValue - headroom} THEN ${n.maxValue}
+      ELSE greatest(last + ${headroom}, 1)
+    END;
+    EXIT WHEN current_max = fence;
+    BEGIN
+      EXECUTE format('ALTER SEQUENCE ${s}.id_seq MAXVALUE %s', fence);
+      EXIT;
+    EXCEPTION WHEN invalid_parameter_value THEN
+      -- The value passed L between the read and the ALTER (not while this transaction holds the
+      -- sequence's lock; never assumed): read it again.
+      IF tries >= 100 THEN
+        RAISE;
+      END IF;
+    END;
+  END LOOP;
+  -- Draws already running see a move that never ends; their next step is a fenced helper.
+  PERFORM setval(${gen}, (SELECT last_value FROM ${s}.id_gen), false);
+  UPDATE ${c}.shards SET retired_at = coalesce(retired_at, now()), fence_value = fence, updated_at = now()
+  WHERE shard = ${shard};
+END
+$shardflake$;
+
+-- Raises SF005: the shard moved; nothing here draws or moves its sequence any more.
+CREATE OR REPLACE FUNCTION ${s}._moved() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  r record;
+BEGIN
+  SELECT moved_to, retired_at INTO r FROM ${c}.shards WHERE shard = ${shard};
+  RAISE EXCEPTION USING ERRCODE = 'SF005',
+    MESSAGE = format('shardflake: logical shard ${shard} moved to another database%s%s; update the shard map. No ID was issued.', coalesce(' (' || r.moved_to || ')', ''), coalesce(' on ' || r.retired_at, ''));
+END
+$$;
+${fenced.map(([signature, returns]) => refuse(signature, returns)).join('')}`
 }
 
 /** Which shards, from a list, a range or a `"0-99,200"` string. @internal */

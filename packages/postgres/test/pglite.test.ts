@@ -1,7 +1,13 @@
 import { PGlite } from '@electric-sql/pglite'
 import { defineLayout, instagram, LayoutMismatchError } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { defaultClause, installPostgres, PostgresSource, postgresSql } from '../src/index'
+import {
+  defaultClause,
+  installPostgres,
+  moveShards,
+  PostgresSource,
+  postgresSql,
+} from '../src/index'
 
 /** The same SQL and source on embedded PostgreSQL (PGlite, WASM). */
 let db: PGlite
@@ -56,5 +62,27 @@ describe('PGlite', () => {
       BigInt(r.id),
     )
     expect(new Set([...ids, ...batch]).size).toBe(25_000)
+  })
+
+  it('moves a shard to another PGlite: the old one refuses, the new one continues above it', async () => {
+    const other = new PGlite()
+    try {
+      const before = (
+        await db.query<{ id: string }>('SELECT x::text AS id FROM shard_3.next_ids(3000) x')
+      ).rows.map((r) => BigInt(r.id))
+      const result = await moveShards({ from: db, to: other, layout: instagram, shards: [3] })
+      const fence = result.shards[0]!.fence
+      await expect(db.query('SELECT shard_3.next_id()')).rejects.toMatchObject({ code: 'SF005' })
+      const after = await new PostgresSource({ layout: instagram, databases: other }).nextIds(
+        3,
+        3000,
+      )
+      const value = (id: bigint) => ((id >> 23n) << 10n) | (id & 1023n)
+      for (const id of before) expect(value(id) <= fence).toBe(true)
+      for (const id of after) expect(value(id) > fence).toBe(true)
+      expect(new Set([...before, ...after]).size).toBe(6000)
+    } finally {
+      await other.close()
+    }
   })
 })

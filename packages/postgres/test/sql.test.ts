@@ -7,7 +7,7 @@ import {
 } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { defaultClause, postgresSql, setDefaultSql, shardSql } from '../src/index'
+import { defaultClause, fenceSql, postgresSql, setDefaultSql, shardSql } from '../src/index'
 import { createDatabase, dropDatabase, raw } from './helpers'
 
 const DB = 'sf_pg_sql'
@@ -37,6 +37,9 @@ describe('generated SQL', () => {
     await expect(script).toMatchFileSnapshot('__snapshots__/instagram-shards-5-6.sql')
     await expect(shardSql({ layout: instagram, cache: 100 }, 7)).toMatchFileSnapshot(
       '__snapshots__/instagram-shard-7-cache-100.sql',
+    )
+    await expect(fenceSql({ layout: instagram }, 5)).toMatchFileSnapshot(
+      '__snapshots__/instagram-fence-shard-5.sql',
     )
     expect(defaultClause(5)).toMatchInlineSnapshot(`"DEFAULT "shard_5".next_id()"`)
     expect(

@@ -1,8 +1,11 @@
+import { SourceUnavailableError } from '@shardflake/core'
 import type { Command } from 'commander'
 import {
   addShardOptions,
+  formatShardList,
   progressBar,
   readShardFlags,
+  runGuarded,
   runInstall,
   type ShardFlags,
   urlFlag,
@@ -15,13 +18,20 @@ interface PostgresFlags extends ShardFlags {
   cache?: string
 }
 
+interface MoveFlags extends PostgresFlags {
+  from: string
+  to: string
+  lockTimeoutMs?: string
+}
+
 /**
  * `shardflake sql postgres` prints the SQL for a layout and a range of logical shards (for a
- * migration file); `shardflake install postgres --url ...` applies it with a progress bar.
- * `@shardflake/postgres` (and `pg` for install) are loaded only when these commands run.
+ * migration file); `shardflake install postgres --url ...` applies it with a progress bar;
+ * `shardflake move postgres --from ... --to ...` moves logical shards between databases.
+ * `@shardflake/postgres` (and `pg` for install and move) are loaded only when these commands run.
  */
 export function registerPostgresCommands(
-  parents: { sql: Command; install: Command },
+  parents: { sql: Command; install: Command; move: Command },
   io: CliIo,
 ): void {
   const common = (command: Command) =>
@@ -65,6 +75,67 @@ export function registerPostgresCommands(
       () => client.end(),
     )
   })
+
+  common(
+    parents.move
+      .command('postgres')
+      .description(
+        'move logical shards to another PostgreSQL database: fence them on the old one, continue above them on the new one (resumable)',
+      )
+      .requiredOption('--from <url>', 'connection URL of the database the shards live in now')
+      .requiredOption('--to <url>', 'connection URL of the database that takes them over')
+      .option('--lock-timeout-ms <n>', 'longest wait for the locks of each step', '5000'),
+  ).action(async (flags: MoveFlags) => {
+    const options = readOptions(flags)
+    const lockTimeoutMs = wholeNumberFlag('--lock-timeout-ms', flags.lockTimeoutMs)
+    const { moveShards } = await import('@shardflake/postgres')
+    const pg = (await import('pg')).default
+    const from = new pg.Client({ connectionString: flags.from })
+    const to = new pg.Client({ connectionString: flags.to })
+    for (const client of [from, to]) client.on('error', () => undefined)
+    await runGuarded(
+      'Could not move',
+      async () => {
+        await connect(from, 'old database (--from)')
+        await connect(to, 'new database (--to)')
+        const result = await moveShards({
+          ...options,
+          from,
+          to,
+          ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+          onProgress: progressBar(io),
+        })
+        const shards = result.shards.map((moved) => moved.shard)
+        const resumed = result.shards.filter((moved) => moved.resumed).length
+        io.stdout(
+          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.layout.name)} (schemas ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}, metadata in ${result.schema})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old database refuses them (SQLSTATE SF005), the new one continues above the last ID the old one could issue.`,
+        )
+        io.stdout(
+          `now point logical shard(s) ${formatShardList(shards)} at the new database in your shard map.`,
+        )
+        const ahead = result.shards.filter((moved) => moved.aheadMs > 1000)
+        if (ahead.length > 0) {
+          const most = Math.max(...ahead.map((moved) => moved.aheadMs))
+          io.stderr(
+            `warning: the new sequence of shard(s) ${formatShardList(ahead.map((moved) => moved.shard))} is up to ${Math.round(most)} ms ahead of the new database's clock (a burst on the old one, or its clock ahead): draws there wait for the clock, and fail with SF001 while it is further ahead than they may wait.`,
+          )
+        }
+      },
+      () => Promise.all([from.end(), to.end()]),
+    )
+  })
+}
+
+/** Connects, naming the database that could not be reached. */
+async function connect(client: { connect(): Promise<unknown> }, which: string): Promise<void> {
+  try {
+    await client.connect()
+  } catch (error) {
+    throw new SourceUnavailableError(
+      `Could not connect to the ${which}: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
+  }
 }
 
 function readOptions(flags: PostgresFlags) {

@@ -1,4 +1,4 @@
--- shardflake 2: logical shard 7 of layout "instagram"
+-- shardflake 3: logical shard 7 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_7";
 
 DO $shardflake$
@@ -12,7 +12,22 @@ $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS "shard_7".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 100 NO CYCLE;
-ALTER SEQUENCE "shard_7".id_seq MAXVALUE 1125899906842623 CACHE 100;
+-- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
+-- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
+-- for a fence being set meanwhile, and each statement here sees what committed before it).
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 7 AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard 7 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 7), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 7));
+  END IF;
+  ALTER SEQUENCE "shard_7".id_seq MAXVALUE 1125899906842623 CACHE 100;
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 7 AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard 7 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 7), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 7));
+  END IF;
+END
+$shardflake$;
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS "shard_7".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
@@ -66,11 +81,12 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval('"shard_7".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 7);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_7"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 7);
   RETURN moved;
 END
 $$;
@@ -89,11 +105,12 @@ BEGIN
     IF NOT called THEN
       PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
     END IF;
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 7);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_7"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 7);
 END
 $$;
 
@@ -145,11 +162,12 @@ BEGIN
       PERFORM setval('"shard_7".id_seq'::regclass, first + n - 1, true);
     END IF;
     PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 7);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_7"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 7);
   IF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
       MESSAGE = format('shardflake: shard 7: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
@@ -158,6 +176,38 @@ BEGIN
     PERFORM "shard_7"._throttle(first + n - 1);
   END IF;
   RETURN first;
+END
+$$;
+
+-- Moves the sequence to at least v, never backwards, and returns where it is: the last step of
+-- moving the shard here from another database whose sequence was fenced at v, so that every value
+-- issued here from now on is above every value the old home ever issued. A move like _reserve
+-- (lock, id_gen "not called", the real last value, setval, a new generation): draws running here
+-- meanwhile are drawn again.
+CREATE OR REPLACE FUNCTION "shard_7"._advance_to(v bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+BEGIN
+  IF v IS NULL OR v < 0 OR v > 1125899906842623 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard 7: _advance_to(v) needs v from 0 to 1125899906842623, got %s', v);
+  END IF;
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 7);
+    SELECT last_value INTO g FROM "shard_7".id_gen;
+    PERFORM setval('"shard_7".id_gen'::regclass, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT greatest(last_value, v) INTO last FROM "shard_7".id_seq;
+    PERFORM setval('"shard_7".id_seq'::regclass, last, true);
+    PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 7);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_7"._unlock();
+    RAISE;
+  END;
+  RETURN last;
 END
 $$;
 
@@ -257,6 +307,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '2')
+VALUES (7, 'shard_7', 0, 100, '3')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

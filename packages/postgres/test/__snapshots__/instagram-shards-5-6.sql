@@ -1,4 +1,4 @@
--- shardflake 2: objects shared by all shards of layout "instagram"
+-- shardflake 3: objects shared by all shards of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shardflake";
 
 CREATE TABLE IF NOT EXISTS "shardflake".layout (
@@ -26,6 +26,14 @@ CREATE TABLE IF NOT EXISTS "shardflake".shards (
   updated_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- A logical shard moved to another database stays recorded here, fenced: when (retired_at), where
+-- to (moved_to), and the highest value of its sequence this database can ever have issued
+-- (fence_value). Installing it here again is refused; only a move brings it back.
+ALTER TABLE "shardflake".shards
+  ADD COLUMN IF NOT EXISTS retired_at timestamptz,
+  ADD COLUMN IF NOT EXISTS moved_to text,
+  ADD COLUMN IF NOT EXISTS fence_value bigint;
+
 -- Refuse a different layout over an existing one: IDs would lose their order and could repeat.
 DO $shardflake$
 DECLARE
@@ -35,7 +43,7 @@ BEGIN
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
     INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '2');
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '3');
   ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order)
         IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
@@ -68,7 +76,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 2: logical shard 5 of layout "instagram"
+-- shardflake 3: logical shard 5 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_5";
 
 DO $shardflake$
@@ -82,7 +90,22 @@ $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
-ALTER SEQUENCE "shard_5".id_seq MAXVALUE 1125899906842623 CACHE 1;
+-- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
+-- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
+-- for a fence being set meanwhile, and each statement here sees what committed before it).
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 5 AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard 5 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 5), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 5));
+  END IF;
+  ALTER SEQUENCE "shard_5".id_seq MAXVALUE 1125899906842623 CACHE 1;
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 5 AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard 5 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 5), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 5));
+  END IF;
+END
+$shardflake$;
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
@@ -136,11 +159,12 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval('"shard_5".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 5);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_5"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 5);
   RETURN moved;
 END
 $$;
@@ -159,11 +183,12 @@ BEGIN
     IF NOT called THEN
       PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
     END IF;
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 5);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_5"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 5);
 END
 $$;
 
@@ -215,11 +240,12 @@ BEGIN
       PERFORM setval('"shard_5".id_seq'::regclass, first + n - 1, true);
     END IF;
     PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 5);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_5"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 5);
   IF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
       MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
@@ -228,6 +254,38 @@ BEGIN
     PERFORM "shard_5"._throttle(first + n - 1);
   END IF;
   RETURN first;
+END
+$$;
+
+-- Moves the sequence to at least v, never backwards, and returns where it is: the last step of
+-- moving the shard here from another database whose sequence was fenced at v, so that every value
+-- issued here from now on is above every value the old home ever issued. A move like _reserve
+-- (lock, id_gen "not called", the real last value, setval, a new generation): draws running here
+-- meanwhile are drawn again.
+CREATE OR REPLACE FUNCTION "shard_5"._advance_to(v bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+BEGIN
+  IF v IS NULL OR v < 0 OR v > 1125899906842623 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard 5: _advance_to(v) needs v from 0 to 1125899906842623, got %s', v);
+  END IF;
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 5);
+    SELECT last_value INTO g FROM "shard_5".id_gen;
+    PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT greatest(last_value, v) INTO last FROM "shard_5".id_seq;
+    PERFORM setval('"shard_5".id_seq'::regclass, last, true);
+    PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 5);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_5"._unlock();
+    RAISE;
+  END;
+  RETURN last;
 END
 $$;
 
@@ -325,11 +383,11 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '2')
+VALUES (5, 'shard_5', 0, 1, '3')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 2: logical shard 6 of layout "instagram"
+-- shardflake 3: logical shard 6 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_6";
 
 DO $shardflake$
@@ -343,7 +401,22 @@ $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS "shard_6".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
-ALTER SEQUENCE "shard_6".id_seq MAXVALUE 1125899906842623 CACHE 1;
+-- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
+-- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
+-- for a fence being set meanwhile, and each statement here sees what committed before it).
+DO $shardflake$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 6 AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard 6 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 6), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 6));
+  END IF;
+  ALTER SEQUENCE "shard_6".id_seq MAXVALUE 1125899906842623 CACHE 1;
+  IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 6 AND retired_at IS NOT NULL) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF005',
+      MESSAGE = format('shardflake: logical shard 6 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 6), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 6));
+  END IF;
+END
+$shardflake$;
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS "shard_6".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
@@ -397,11 +470,12 @@ BEGIN
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
     PERFORM setval('"shard_6".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 6);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_6"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 6);
   RETURN moved;
 END
 $$;
@@ -420,11 +494,12 @@ BEGIN
     IF NOT called THEN
       PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
     END IF;
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 6);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_6"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 6);
 END
 $$;
 
@@ -476,11 +551,12 @@ BEGIN
       PERFORM setval('"shard_6".id_seq'::regclass, first + n - 1, true);
     END IF;
     PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 6);
   EXCEPTION WHEN query_canceled OR others THEN
     PERFORM "shard_6"._unlock();
     RAISE;
   END;
-  PERFORM pg_advisory_unlock(-573691797, 6);
   IF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
       MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
@@ -489,6 +565,38 @@ BEGIN
     PERFORM "shard_6"._throttle(first + n - 1);
   END IF;
   RETURN first;
+END
+$$;
+
+-- Moves the sequence to at least v, never backwards, and returns where it is: the last step of
+-- moving the shard here from another database whose sequence was fenced at v, so that every value
+-- issued here from now on is above every value the old home ever issued. A move like _reserve
+-- (lock, id_gen "not called", the real last value, setval, a new generation): draws running here
+-- meanwhile are drawn again.
+CREATE OR REPLACE FUNCTION "shard_6"._advance_to(v bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  g bigint;
+  last bigint;
+BEGIN
+  IF v IS NULL OR v < 0 OR v > 1125899906842623 THEN
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard 6: _advance_to(v) needs v from 0 to 1125899906842623, got %s', v);
+  END IF;
+  BEGIN
+    PERFORM pg_advisory_lock(-573691797, 6);
+    SELECT last_value INTO g FROM "shard_6".id_gen;
+    PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+    SELECT greatest(last_value, v) INTO last FROM "shard_6".id_seq;
+    PERFORM setval('"shard_6".id_seq'::regclass, last, true);
+    PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(-573691797, 6);
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM "shard_6"._unlock();
+    RAISE;
+  END;
+  RETURN last;
 END
 $$;
 
@@ -586,6 +694,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '2')
+VALUES (6, 'shard_6', 0, 1, '3')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
