@@ -38,6 +38,7 @@ export type ShardflakeErrorCode =
   | 'INVALID_IDENTIFIER'
   | 'CONFIGURATION'
   | 'SOURCE_UNAVAILABLE'
+  | 'SHARD_MOVED'
 
 /** A layout definition is impossible (widths, epoch, time unit) or is used for something it cannot do. */
 export class InvalidLayoutError extends ShardflakeError {
@@ -136,5 +137,19 @@ export class ConfigurationError extends ShardflakeError {
 export class SourceUnavailableError extends ShardflakeError {
   constructor(message: string, options?: ErrorOptions) {
     super('SOURCE_UNAVAILABLE', message, options)
+  }
+}
+
+/**
+ * The database a source asked for a logical shard's IDs no longer serves it: the shard was moved
+ * to another database (`moveShards`), so the shard map is out of date. Nothing was issued.
+ * Point the shard map at the new home; retrying against the old one will keep failing.
+ */
+export class ShardMovedError extends ShardflakeError {
+  constructor(
+    readonly shard: number,
+    message: string,
+  ) {
+    super('SHARD_MOVED', message)
   }
 }

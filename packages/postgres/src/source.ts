@@ -12,6 +12,7 @@ import {
   type PrefetchOptions,
   ShardflakeError,
   ShardMap,
+  ShardMovedError,
   ShardOutOfRangeError,
   SourceUnavailableError,
 } from '@shardflake/core'
@@ -262,7 +263,8 @@ export class PostgresSource implements IdSource {
     if (code === 'SF005') {
       // The shard was moved away from this database (moveShards): the map is out of date.
       const text = error instanceof Error ? error.message.replace(/^shardflake: /, '') : ''
-      return new ConfigurationError(
+      return new ShardMovedError(
+        shard,
         `${text} (the shard map gives this database for logical shard ${shard}).`,
       )
     }
@@ -272,7 +274,8 @@ export class PostgresSource implements IdSource {
       /sequence "id_seq"/.test(error.message)
     ) {
       // A call already running when the shard's fence committed (or the layout's end).
-      return new ConfigurationError(
+      return new ShardMovedError(
+        shard,
         `The sequence of logical shard ${shard} is at its end in the database the shard map gives for it: the shard was moved to another database (update the shard map), or the layout's time ran out. No ID was issued.`,
       )
     }

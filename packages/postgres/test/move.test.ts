@@ -5,6 +5,7 @@ import {
   instagram,
   LayoutMismatchError,
   ShardMap,
+  ShardMovedError,
   SourceUnavailableError,
 } from '@shardflake/core'
 import pg from 'pg'
@@ -157,7 +158,8 @@ describe('moveShards: the reviewer scenario (a burst ahead of the clock on A, th
     // The old map still pointing at A gets a clear error, not IDs.
     const before = new PostgresSource({ layout: instagram, databases: poolA })
     const stale = await before.nextIds(5, 10).catch((e: unknown) => e)
-    expect(stale).toBeInstanceOf(ConfigurationError)
+    expect(stale).toBeInstanceOf(ShardMovedError)
+    expect(stale).toMatchObject({ code: 'SHARD_MOVED', shard: 5 })
     expect((stale as Error).message).toMatch(/logical shard 5 moved to another database/)
   })
 })
