@@ -144,8 +144,8 @@ export async function moveShards(options: MoveOptions): Promise<MoveResult> {
         'from and to are the same database (two connections to it): a logical shard moves from one database to another.',
       )
     }
-    const recorded = await checkMove(from, to, resolved, shards)
     const destination = await describeDatabase(to)
+    const recorded = await checkMove(from, to, resolved, shards, destination)
     // The new home gets the common objects (and the layout, checked); the old one the columns
     // that record a move.
     await transaction(to, resolved, commonSql(resolved))
@@ -212,6 +212,7 @@ async function checkMove(
   to: Session,
   o: ResolvedSqlOptions,
   shards: number[],
+  destination: string,
 ): Promise<Map<number, Recorded>> {
   const c = quoteIdent('schema', o.schema)
   const oldLayout = await readLayoutFrom(from, o.schema)
@@ -250,6 +251,25 @@ async function checkMove(
       `Logical shard(s) ${formatShards(missing)} not installed in schema ${o.schemaPrefix}<n> of the old database (from): nothing to move. Nothing was changed.`,
     )
   }
+  // A shard already moved away from `from` may only be resumed towards the same database, and
+  // not once that database has moved it on: lifting its fence would give the shard two homes.
+  const retiredFrom = await retirements(from, c, shards)
+  const retiredTo = newLayout
+    ? await retirements(to, c, shards)
+    : new Map<number, string | undefined>()
+  for (const [shard, movedTo] of retiredFrom) {
+    // (No destination recorded: fenced by hand, or by a move that died before recording it.)
+    if (movedTo !== undefined && movedTo !== destination) {
+      throw new ConfigurationError(
+        `Logical shard ${shard} already moved from the old database (from) to ${movedTo}, not to this new one (${destination}): move it from there. Nothing was changed.`,
+      )
+    }
+    if (retiredTo.has(shard)) {
+      throw new ConfigurationError(
+        `Logical shard ${shard} already moved from the old database (from) to the new one (to), which has since moved it on to ${retiredTo.get(shard) ?? 'another database'}: this is a stale re-run. Nothing was changed.`,
+      )
+    }
+  }
   if (newLayout) {
     const taken = await to.query(
       `SELECT shard, schema_name FROM ${c}.shards WHERE shard = ANY($1::integer[]) AND schema_name <> $2::text || shard::text`,
@@ -262,6 +282,26 @@ async function checkMove(
     }
   }
   return recorded
+}
+
+/**
+ * The shards of `shards` a database has retired (moved away), with where they went (when that was
+ * recorded). Read through
+ * `to_jsonb` so a metadata table from before the retirement columns reads as "none retired".
+ */
+async function retirements(
+  session: Session,
+  c: string,
+  shards: number[],
+): Promise<Map<number, string | undefined>> {
+  const rows = await session.query(
+    `SELECT s.shard, to_jsonb(s) ->> 'moved_to' AS moved_to FROM ${c}.shards AS s
+     WHERE s.shard = ANY($1::integer[]) AND to_jsonb(s) ->> 'retired_at' IS NOT NULL`,
+    [shards],
+  )
+  return new Map(
+    rows.map((row) => [Number(row.shard), row.moved_to == null ? undefined : String(row.moved_to)]),
+  )
 }
 
 /** A name for the new home, recorded on the old one (no credentials: what the server says). */

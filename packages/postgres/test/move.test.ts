@@ -432,6 +432,38 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
     await raw(urlA, 'SELECT shard_9.next_ids(3)')
   })
 
+  it('refuses a re-run towards another database, and a stale re-run once the new home moved the shard on', async () => {
+    const urlD = await createDatabase('sf_pg_move_d')
+    const adminC = pool(urlD, 2)
+    try {
+      await moveShards({ from: adminA, to: adminB, layout: instagram, shards: [3] })
+      await moveShards({ from: adminB, to: adminC, layout: instagram, shards: [3] })
+      const elsewhere = await moveShards({
+        from: adminA,
+        to: adminC,
+        layout: instagram,
+        shards: [3],
+      })
+        .then(() => undefined)
+        .catch((e: unknown) => e)
+      expect(elsewhere).toBeInstanceOf(ConfigurationError)
+      expect((elsewhere as Error).message).toMatch(/already moved from the old database .* to /)
+      // Re-running the old A -> B move would lift B's fence: the shard would live on B and C.
+      const stale = await moveShards({ from: adminA, to: adminB, layout: instagram, shards: [3] })
+        .then(() => undefined)
+        .catch((e: unknown) => e)
+      expect(stale).toBeInstanceOf(ConfigurationError)
+      expect((stale as Error).message).toMatch(/stale re-run/)
+      expect((await shardRow(urlB, 3))!.retired).toBe(true)
+      expect((await failure(urlB, 'SELECT shard_3.next_id()')).code).toBe('SF005')
+      const [fromC] = await raw<{ id: string }>(urlD, 'SELECT shard_3.next_id()::text AS id')
+      expect(BigInt(fromC!.id) > 0n).toBe(true)
+    } finally {
+      await adminC.end()
+      await dropDatabase('sf_pg_move_d')
+    }
+  })
+
   it('refuses the same database, shards not on from, other layouts and hostile names, changing nothing', async () => {
     const sameDb = pool(urlA, 1)
     try {
