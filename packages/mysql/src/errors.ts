@@ -4,6 +4,7 @@ import {
   InvalidArgumentError,
   LayoutMismatchError,
   ShardflakeError,
+  ShardMovedError,
   ShardOutOfRangeError,
   TimeExhaustedError,
 } from '@shardflake/core'
@@ -53,11 +54,26 @@ export function translateRoutineError(error: unknown, shard: number, maxWaitMs: 
       return new TimeExhaustedError(message)
     case 'LAYOUT':
       return new LayoutMismatchError(message)
+    case 'MOVED':
+      // A draw on the old home: the shard map is out of date. (The installer's refusal to
+      // revive a moved shard is a configuration error.)
+      return signal.rest.trim().endsWith('update the shard map')
+        ? new ShardMovedError(shard, movedMessage(signal.rest, shard))
+        : new ConfigurationError(movedMessage(signal.rest, shard))
     case 'SHARD':
       return new ShardOutOfRangeError(shard, message)
     default:
       return new ConfigurationError(message)
   }
+}
+
+/** The MOVED signal in words: which shard, where to, and what to do. */
+function movedMessage(rest: string, shard: number): string {
+  const text = rest.trim()
+  const sentence = `${text.charAt(0).toUpperCase()}${text.slice(1)}`
+  // The installer's refusal ("... move it back instead") says what to do already.
+  if (!text.endsWith('update the shard map')) return `${sentence}.`
+  return `${sentence}: the shard map still sends logical shard ${shard} to its old server, which refuses it since the move (moveMysqlShards). Point the shard map at the new home. Nothing was handed out.`
 }
 
 const CONNECTION_CODES = new Set([

@@ -6,6 +6,13 @@ export {
   type InstallProgress,
   installMysqlShards,
 } from './installer'
+export {
+  type MovedShard,
+  type MoveMysqlOptions,
+  type MoveMysqlResult,
+  type MoveProgress,
+  moveMysqlShards,
+} from './move'
 export { MysqlSource, type MysqlSourceOptions } from './mysql-source'
 export { BIG_NUMBER_OPTIONS, checkBigNumberConfig, createMysqlPool } from './pool'
 export {
@@ -17,6 +24,7 @@ export {
   type MysqlDialect,
   type MysqlSqlOptions,
   type MysqlTriggerOptions,
+  mysqlFenceStatements,
   mysqlShardStatements,
   mysqlTriggerSql,
   SQL_VERSION,

@@ -101,6 +101,9 @@ export interface MysqlSourceOptions {
  * counter's values would give IDs with wrong (even negative) times and shards, unlike the ones
  * `next_id()` makes in SQL, which they could meet.
  *
+ * A shard moved to another server (`moveMysqlShards`) is refused by its old server; the source
+ * then throws `ConfigurationError` saying so: point the shard map at the new home.
+ *
  * @example
  * ```ts
  * import { instagram, ShardMap } from '@shardflake/core'

@@ -161,18 +161,20 @@ export function mysqlShardStatements(options: MysqlSqlOptions, shard: number): s
 
 /** @internal */
 export function shardStatements(o: ResolvedSqlOptions, shard: number): string[] {
-  const { layout, dialect } = o
+  return [...shardSetupStatements(o, shard), ...shardRoutineStatements(o, shard)]
+}
+
+/** The numbers and SQL pieces every statement of a shard uses. */
+function shardParts(o: ResolvedSqlOptions, shard: number) {
+  const { layout } = o
   const db = quoteIdentifier('database', shardDatabase(o.schemaPrefix, shard))
   const S = layout.sequenceBits
-  const timeShift = Number(layout.shifts.time)
-  const shardBitsValue = (BigInt(shard) << layout.shifts.shard).toString()
-  const mask = (2 ** S - 1).toString()
-  const unit = layout.timeUnitMs
-  const limitV = (BigInt(layout.timeLimit) << BigInt(S)).toString()
-  const driftV = (BigInt(Math.floor(o.maxDriftMs / unit)) << BigInt(S)).toString()
-  const key = layoutKey(layout)
+  /** The end of the counter: the first value past the layout's time field. */
+  const limitV = counterLimit(layout)
+  const fail = (message: string) =>
+    `SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = ${sqlString(`${SIGNAL_PREFIX}${message}`)}`
   const create = (kind: 'FUNCTION' | 'PROCEDURE', name: string): string[] =>
-    dialect === 'mariadb'
+    o.dialect === 'mariadb'
       ? [`CREATE OR REPLACE ${kind} ${db}.${name}`]
       : [
           `DROP ${kind} IF EXISTS ${db}.${name.replace(/\(.*$/s, '')}`,
@@ -183,6 +185,56 @@ export function shardStatements(o: ResolvedSqlOptions, shard: number): string[] 
     parts[parts.length - 1] += `\n${body}`
     return parts
   }
+  return { db, S, limitV, fail, routine }
+}
+
+/**
+ * The database, its metadata (the layout checked first; a shard moved away is refused) and the
+ * counter row, without the routines that draw from it. @internal
+ */
+export function shardSetupStatements(o: ResolvedSqlOptions, shard: number): string[] {
+  const { layout, dialect } = o
+  const { db, S, fail, routine } = shardParts(o, shard)
+  const key = layoutKey(layout)
+  const engine =
+    o.counterEngine === 'Aria' ? 'ENGINE=Aria TRANSACTIONAL=0' : `ENGINE=${o.counterEngine}`
+  return [
+    `CREATE DATABASE IF NOT EXISTS ${db}`,
+    `CREATE TABLE IF NOT EXISTS ${db}.\`sf_meta\` (\n  \`name\` VARCHAR(64) NOT NULL PRIMARY KEY,\n  \`value\` TEXT NOT NULL\n) ENGINE=InnoDB`,
+    ...routine(
+      'PROCEDURE',
+      '`sf_check_layout`()',
+      `BEGIN
+  DECLARE installed TEXT DEFAULT (SELECT \`value\` FROM ${db}.\`sf_meta\` WHERE \`name\` = 'layout_key');
+  DECLARE moved TEXT DEFAULT (SELECT \`value\` FROM ${db}.\`sf_meta\` WHERE \`name\` = 'moved_to');
+  IF installed IS NOT NULL AND installed <> ${sqlString(key)} THEN
+    ${fail(`LAYOUT: shard ${shard} has another layout installed`)};
+  END IF;
+  IF moved IS NOT NULL THEN
+    ${fail(`MOVED:logical shard ${shard} moved from this server to another (sf_meta.moved_to); move it back instead`)};
+  END IF;
+END`,
+    ),
+    `CALL ${db}.\`sf_check_layout\`()`,
+    `DROP PROCEDURE ${db}.\`sf_check_layout\``,
+    `INSERT IGNORE INTO ${db}.\`sf_meta\` (\`name\`, \`value\`) VALUES\n  ('layout_key', ${sqlString(key)}),\n  ('layout', ${sqlString(JSON.stringify(layout.toJSON()))}),\n  ('shard', '${shard}'),\n  ('version', '${SQL_VERSION}'),\n  ('dialect', '${dialect}')`,
+    `CREATE TABLE IF NOT EXISTS ${db}.\`sf_counter\` (\n  \`k\` TINYINT UNSIGNED NOT NULL PRIMARY KEY,\n  \`v\` BIGINT UNSIGNED NOT NULL COMMENT 'next free (time << ${S} | sequence)'\n) ${engine}`,
+    `INSERT IGNORE INTO ${db}.\`sf_counter\` (\`k\`, \`v\`) VALUES (1, 0)`,
+  ]
+}
+
+/**
+ * `reserve_ids(n)`, `next_id()`, `next_ids(n)`, `generate_id(shard_key, OUT id)` and the decode
+ * helpers. @internal
+ */
+export function shardRoutineStatements(o: ResolvedSqlOptions, shard: number): string[] {
+  const { layout, dialect } = o
+  const { db, S, fail, routine, limitV } = shardParts(o, shard)
+  const timeShift = Number(layout.shifts.time)
+  const shardBitsValue = (BigInt(shard) << layout.shifts.shard).toString()
+  const mask = (2 ** S - 1).toString()
+  const unit = layout.timeUnitMs
+  const driftV = (BigInt(Math.floor(o.maxDriftMs / unit)) << BigInt(S)).toString()
   /** The ID of counter value `v` (time << S | sequence). */
   const compose = (v: string) =>
     `CAST((((${v}) >> ${S}) << ${timeShift}) | ${shardBitsValue} | ((${v}) & ${mask}) AS SIGNED)`
@@ -192,29 +244,8 @@ export function shardStatements(o: ResolvedSqlOptions, shard: number): string[] 
       ? `FROM seq_0_to_${MAX_BATCH - 1} AS g WHERE g.seq < n ORDER BY g.seq`
       : `FROM JSON_TABLE(CONCAT('[', REPEAT('0,', n - 1), '0]'), '$[*]' COLUMNS (seq FOR ORDINALITY)) AS g ORDER BY g.seq`
   const offset = dialect === 'mariadb' ? 'g.seq' : '(g.seq - 1)'
-  const fail = (message: string) =>
-    `SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = ${sqlString(`${SIGNAL_PREFIX}${message}`)}`
-  const engine =
-    o.counterEngine === 'Aria' ? 'ENGINE=Aria TRANSACTIONAL=0' : `ENGINE=${o.counterEngine}`
 
   return [
-    `CREATE DATABASE IF NOT EXISTS ${db}`,
-    `CREATE TABLE IF NOT EXISTS ${db}.\`sf_meta\` (\n  \`name\` VARCHAR(64) NOT NULL PRIMARY KEY,\n  \`value\` TEXT NOT NULL\n) ENGINE=InnoDB`,
-    ...routine(
-      'PROCEDURE',
-      '`sf_check_layout`()',
-      `BEGIN
-  DECLARE installed TEXT DEFAULT (SELECT \`value\` FROM ${db}.\`sf_meta\` WHERE \`name\` = 'layout_key');
-  IF installed IS NOT NULL AND installed <> ${sqlString(key)} THEN
-    ${fail(`LAYOUT: shard ${shard} has another layout installed`)};
-  END IF;
-END`,
-    ),
-    `CALL ${db}.\`sf_check_layout\`()`,
-    `DROP PROCEDURE ${db}.\`sf_check_layout\``,
-    `INSERT IGNORE INTO ${db}.\`sf_meta\` (\`name\`, \`value\`) VALUES\n  ('layout_key', ${sqlString(key)}),\n  ('layout', ${sqlString(JSON.stringify(layout.toJSON()))}),\n  ('shard', '${shard}'),\n  ('version', '${SQL_VERSION}'),\n  ('dialect', '${dialect}')`,
-    `CREATE TABLE IF NOT EXISTS ${db}.\`sf_counter\` (\n  \`k\` TINYINT UNSIGNED NOT NULL PRIMARY KEY,\n  \`v\` BIGINT UNSIGNED NOT NULL COMMENT 'next free (time << ${S} | sequence)'\n) ${engine}`,
-    `INSERT IGNORE INTO ${db}.\`sf_counter\` (\`k\`, \`v\`) VALUES (1, 0)`,
     ...routine(
       'FUNCTION',
       '`reserve_ids`(n INT) RETURNS BIGINT UNSIGNED',
@@ -238,6 +269,9 @@ BEGIN
   SELECT \`v\` INTO current_v FROM ${db}.\`sf_counter\` WHERE \`k\` = 1;
   IF current_v IS NULL THEN
     ${fail(`MISSING: the counter row of shard ${shard} is missing`)};
+  END IF;
+  IF current_v > ${limitV} THEN
+    ${fail(`MOVED:logical shard ${shard} moved to another server (sf_meta.moved_to); update the shard map`)};
   END IF;
   IF GREATEST(current_v, now_v) + n > ${limitV} THEN
     ${fail(`EXHAUSTED: the time field of the layout is used up`)};
@@ -305,6 +339,96 @@ RETURN ${layout.epoch} + ((CAST(id AS UNSIGNED) >> ${timeShift}) & ${(2n ** BigI
   COMMENT 'in the session time zone'
 RETURN FROM_UNIXTIME(${db}.\`id_unix_ms\`(id) / 1000)`,
     ),
+  ]
+}
+
+/**
+ * The first counter value past the layout's time field. A counter at or below it is live; a
+ * fenced counter (a shard moved away) holds `L + limit + 1`, where `L` was its last value. @internal
+ */
+export function counterLimit(layout: Layout): bigint {
+  return BigInt(layout.timeLimit) << BigInt(layout.sequenceBits)
+}
+
+/**
+ * The statements that **fence** a logical shard on its old server when it moves to another one
+ * (what `moveMysqlShards` runs there, in this order):
+ *
+ * 1. `reserve_ids(n)` is replaced by a version that SIGNALs `shardflake:MOVED:...` (every drawing
+ *    routine goes through it, so from here on nothing new is reserved by the routines);
+ * 2. the move is recorded in `sf_meta` (`moved_to`, `moved_at`, and a `move_id` that the new home
+ *    records as `arrived_by`), so that the installer and the install script refuse to bring the
+ *    shard back to life here;
+ * 3. `next_id()`, `next_ids(n)` and `generate_id(...)` are replaced likewise (same signatures:
+ *    callers, INSERTs and triggers keep compiling and fail with the clear error);
+ * 4. **the counter itself is fenced**, in one `UPDATE` under the engine's lock: its value `L`
+ *    becomes `L + limit + 1`, past the end of the layout's time field. Any reserve that still runs
+ *    an old body (a stored procedure keeps the routines it has already called cached for the rest
+ *    of its `CALL`: replacing them neither waits for it nor reaches it) finds no room, issues
+ *    nothing and SIGNALs `MOVED` (routines of this version) or `EXHAUSTED` (older ones). Every
+ *    value ever issued here is below `L`, and `L` stays readable in the row;
+ * 5. `L` is recorded as `sf_meta.moved_fence`.
+ *
+ * Every statement may be run again (a move that stopped half-way resumes). Pure: nothing is
+ * executed. `destination` is a description of the new home for the error messages.
+ *
+ * @example
+ * ```ts
+ * for (const statement of mysqlFenceStatements({ layout: instagram }, 5, 'server db-b:3306')) {
+ *   await connection.query(statement)
+ * }
+ * ```
+ * @throws InvalidArgumentError for an empty destination, or one with control characters.
+ */
+export function mysqlFenceStatements(
+  options: MysqlSqlOptions,
+  shard: number,
+  destination: string,
+): string[] {
+  const o = resolveSqlOptions(options)
+  o.layout.checkShard(shard)
+  return fenceStatements(o, shard, destination)
+}
+
+/** @internal */
+export function fenceStatements(
+  o: ResolvedSqlOptions,
+  shard: number,
+  destination: string,
+): string[] {
+  if (
+    typeof destination !== 'string' ||
+    destination.length < 1 ||
+    destination.length > 255 ||
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing them is the point
+    /[\u0000-\u001f\u007f]/.test(destination)
+  ) {
+    throw new InvalidArgumentError(
+      'destination must be 1-255 characters without control characters.',
+    )
+  }
+  const { db, limitV, routine } = shardParts(o, shard)
+  const offset = (limitV + 1n).toString()
+  // At most 128 characters (MySQL's limit for MESSAGE_TEXT): the destination is cut to 60.
+  const moved = `${SIGNAL_PREFIX}MOVED:logical shard ${shard} moved to ${destination.slice(0, 60)}; update the shard map`
+  const refuse = (kind: 'FUNCTION' | 'PROCEDURE', head: string) =>
+    routine(
+      kind,
+      head,
+      `  NOT DETERMINISTIC NO SQL
+  COMMENT 'shardflake: logical shard ${shard} moved to another server'
+BEGIN
+  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = ${sqlString(moved)};${kind === 'FUNCTION' ? '\n  RETURN NULL;' : ''}
+END`,
+    )
+  return [
+    ...refuse('FUNCTION', '`reserve_ids`(n INT) RETURNS BIGINT UNSIGNED'),
+    `INSERT INTO ${db}.\`sf_meta\` (\`name\`, \`value\`) VALUES\n  ('moved_to', ${sqlString(destination)}),\n  ('moved_at', DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%dT%H:%i:%sZ')),\n  ('move_id', UUID())\nON DUPLICATE KEY UPDATE \`value\` = IF(\`name\` = 'moved_to', VALUES(\`value\`), \`value\`)`,
+    ...refuse('FUNCTION', '`next_id`() RETURNS BIGINT'),
+    ...refuse('PROCEDURE', '`next_ids`(IN n INT)'),
+    ...refuse('PROCEDURE', '`generate_id`(IN shard_key BIGINT, OUT id BIGINT)'),
+    `UPDATE ${db}.\`sf_counter\` SET \`v\` = \`v\` + ${offset} WHERE \`k\` = 1 AND \`v\` <= ${limitV}`,
+    `INSERT INTO ${db}.\`sf_meta\` (\`name\`, \`value\`)\nSELECT 'moved_fence', CAST(\`v\` - ${offset} AS CHAR) FROM ${db}.\`sf_counter\` WHERE \`k\` = 1 AND \`v\` > ${limitV}\nON DUPLICATE KEY UPDATE \`value\` = CAST(GREATEST(CAST(\`value\` AS UNSIGNED), CAST(VALUES(\`value\`) AS UNSIGNED)) AS CHAR)`,
   ]
 }
 

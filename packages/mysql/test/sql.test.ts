@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   generateMysqlSql,
   type MysqlDialect,
+  mysqlFenceStatements,
   mysqlShardStatements,
   mysqlTriggerSql,
   ticketServerStatements,
@@ -63,6 +64,15 @@ describe('generated SQL is pinned', () => {
         ...ticketServerStatements({ sequences: ['photos'], dialect }),
       ].join(';\n\n')
       await expect(`${sql};\n`).toMatchFileSnapshot(`__snapshots__/extras-${dialect}.sql`)
+    }
+  })
+
+  it('the fence of a moved shard, per dialect', async () => {
+    for (const dialect of ['mariadb', 'mysql8'] as const) {
+      const sql = mysqlFenceStatements({ layout: instagram, dialect }, 5, "server db-b:3306 'x'")
+      await expect(`${sql.join(';\n\n')};\n`).toMatchFileSnapshot(
+        `__snapshots__/fence-${dialect}.sql`,
+      )
     }
   })
 

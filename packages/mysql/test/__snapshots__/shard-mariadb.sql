@@ -11,8 +11,12 @@ CREATE TABLE IF NOT EXISTS `shard_5`.`sf_meta` (
 CREATE OR REPLACE PROCEDURE `shard_5`.`sf_check_layout`()
 BEGIN
   DECLARE installed TEXT DEFAULT (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'layout_key');
+  DECLARE moved TEXT DEFAULT (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'moved_to');
   IF installed IS NOT NULL AND installed <> 'epoch=1314220021721;unit=1;bits=41/13/0/10;order=time,shard,worker,sequence' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:LAYOUT: shard 5 has another layout installed';
+  END IF;
+  IF moved IS NOT NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:MOVED:logical shard 5 moved from this server to another (sf_meta.moved_to); move it back instead';
   END IF;
 END$$
 CALL `shard_5`.`sf_check_layout`()$$
@@ -49,6 +53,9 @@ BEGIN
   SELECT `v` INTO current_v FROM `shard_5`.`sf_counter` WHERE `k` = 1;
   IF current_v IS NULL THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:MISSING: the counter row of shard 5 is missing';
+  END IF;
+  IF current_v > 1125899906842624 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:MOVED:logical shard 5 moved to another server (sf_meta.moved_to); update the shard map';
   END IF;
   IF GREATEST(current_v, now_v) + n > 1125899906842624 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:EXHAUSTED: the time field of the layout is used up';
