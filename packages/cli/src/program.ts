@@ -96,7 +96,7 @@ export function createProgram(io: CliIo = processIo): Command {
     .description('move logical shards to another database without repeating an ID')
   // database commands
   registerPostgresCommands({ sql, install, move }, io)
-  registerMysqlCommands({ sql, install }, io)
+  registerMysqlCommands({ sql, install, move }, io)
   void sql
   void install
 

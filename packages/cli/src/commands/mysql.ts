@@ -1,8 +1,10 @@
 import { type Command, Option } from 'commander'
 import {
   addShardOptions,
+  formatShardList,
   progressBar,
   readShardFlags,
+  runGuarded,
   runInstall,
   type ShardFlags,
   urlFlag,
@@ -15,14 +17,21 @@ interface MysqlFlags extends ShardFlags {
   maxDriftMs?: string
 }
 
+interface MoveFlags extends MysqlFlags {
+  from: string
+  to: string
+  lockTimeoutMs?: string
+}
+
 /**
  * `shardflake sql mysql` prints the MySQL 8 / MariaDB routines for a layout and a range of logical
  * shards (a script for the `mysql`/`mariadb` client, with `DELIMITER`);
- * `shardflake install mysql --url ...` applies them with a progress bar. `@shardflake/mysql` (and
- * `mysql2` for install) are loaded only when these commands run.
+ * `shardflake install mysql --url ...` applies them with a progress bar;
+ * `shardflake move mysql --from ... --to ...` moves logical shards between servers.
+ * `@shardflake/mysql` (and `mysql2` for install and move) are loaded only when these commands run.
  */
 export function registerMysqlCommands(
-  parents: { sql: Command; install: Command },
+  parents: { sql: Command; install: Command; move: Command },
   io: CliIo,
 ): void {
   const common = (command: Command, defaultDialect: string | undefined) =>
@@ -78,6 +87,53 @@ export function registerMysqlCommands(
         )
       },
       () => pool.end(),
+    )
+  })
+
+  common(
+    parents.move
+      .command('mysql')
+      .description(
+        'move logical shards to another MySQL/MariaDB server: fence them on the old one, continue above them on the new one (resumable)',
+      )
+      .requiredOption('--from <url>', 'connection URL of the server the shards live on now')
+      .requiredOption('--to <url>', 'connection URL of the server that takes them over')
+      .option('--lock-timeout-ms <n>', 'longest wait for the locks of each step', '5000'),
+    undefined,
+  ).action(async (flags: MoveFlags) => {
+    const options = readOptions(flags)
+    const lockTimeoutMs = wholeNumberFlag('--lock-timeout-ms', flags.lockTimeoutMs)
+    const { createMysqlPool, moveMysqlShards } = await import('@shardflake/mysql')
+    const from = await createMysqlPool({ uri: flags.from, connectionLimit: 1 })
+    const to = await createMysqlPool({ uri: flags.to, connectionLimit: 1 })
+    await runGuarded(
+      'Could not move',
+      async () => {
+        const result = await moveMysqlShards({
+          ...options,
+          from,
+          to,
+          dialect: flags.dialect ?? 'auto',
+          ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
+          onProgress: progressBar(io),
+        })
+        const shards = result.shards.map((moved) => moved.shard)
+        const resumed = result.shards.filter((moved) => moved.resumed).length
+        io.stdout(
+          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.layout.name)} (databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old server refuses them (shardflake:MOVED), the new one continues above every value the old one issued.`,
+        )
+        io.stdout(
+          `now point logical shard(s) ${formatShardList(shards)} at the new server in your shard map.`,
+        )
+        const ahead = result.shards.filter((moved) => moved.aheadMs > 1000)
+        if (ahead.length > 0) {
+          const most = Math.max(...ahead.map((moved) => moved.aheadMs))
+          io.stderr(
+            `warning: the new counter of shard(s) ${formatShardList(ahead.map((moved) => moved.shard))} is up to ${Math.round(most)} ms ahead of the new server's clock (a burst on the old one, or its clock ahead): draws there wait for the clock, and fail while it is further ahead than they may wait.`,
+          )
+        }
+      },
+      () => Promise.all([from.end(), to.end()]),
     )
   })
 }
