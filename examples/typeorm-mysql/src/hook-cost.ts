@@ -49,7 +49,7 @@ async function perCall(subscriber: ShardedIdSubscriber | undefined, rows: number
       for (let r = 0; r < rows; r++) {
         const entity = { userId: users[user++ % users.length], title: 'x' } as ObjectLiteral
         const event = { entity, metadata, connection: dataSource, manager: dataSource.manager }
-        const result = subscriber?.beforeInsert(event as unknown as InsertEvent<ObjectLiteral>)
+        const result = subscriber?.beforeInsert(event as InsertEvent<ObjectLiteral>)
         if (result instanceof Promise) pending.push(result)
       }
       await Promise.all(pending)

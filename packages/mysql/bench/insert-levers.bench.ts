@@ -18,6 +18,7 @@
  */
 import { instagram } from '@shardflake/core'
 import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import mysqlCallbacks from 'mysql2'
 import mysql from 'mysql2/promise'
 
 const json = process.argv.includes('--json')
@@ -74,8 +75,7 @@ const insertText = (table: string, ids: readonly bigint[]) =>
   `INSERT INTO ${DB}.${table} (id, payload) VALUES ${ids.map((id) => `(${id},1)`).join(',')}`
 const prepared = `INSERT INTO ${DB}.t_prep (id, payload) VALUES ${Array.from({ length: 1000 }, () => '(?,1)').join(',')}`
 const preparedLocal = prepared.replace('t_prep', 't_local_prep')
-const BIGINT = (mysql as unknown as { TypedParameter: { BIGINT: (v: bigint) => unknown } })
-  .TypedParameter.BIGINT
+const BIGINT = mysqlCallbacks.TypedParameter.BIGINT
 // Locally made 19-digit IDs (a range the routine never reaches here): literals without a reserve.
 let local = 4_000_000_000_000_000_000n
 // Short literals: is it the 19 digits or the explicit key?

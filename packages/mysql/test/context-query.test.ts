@@ -4,7 +4,7 @@ import {
   type IdRequestContext,
   LayoutMismatchError,
 } from '@shardflake/core'
-import type { Pool, PoolConnection } from 'mysql2/promise'
+import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createMysqlPool, installMysqlShards, MysqlSource } from '../src'
 import { dropDatabases, MYSQL_URL, rows } from './helpers'
@@ -56,9 +56,9 @@ async function transaction(behind?: { prefix: string; shard: number }): Promise<
     // This session's clock 300 ms behind the counter (within maxDriftMs): the reserved block
     // then starts exactly at the counter's value.
     const v = await counter(behind.prefix, behind.shard)
-    const [[now]] = (await connection.query(
+    const [[now]] = await connection.query<RowDataPacket[]>(
       'SELECT CAST(FLOOR(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS CHAR) AS ms',
-    )) as unknown as [{ ms: string }[]]
+    )
     const offset = layout.epoch + Number(v >> 10n) - 300 - Number(now!.ms)
     await connection.query('SET @shardflake_clock_offset_ms = ?', [offset])
   }
@@ -102,10 +102,10 @@ describe('MysqlSource useContextQuery', () => {
     await pool.query(`SELECT \`${INNO}2\`.reserve_ids(1)`) // the counter runs with the clock
     const raw = await transaction({ prefix: INNO, shard: 2 })
     const reserve = async () => {
-      const [[row]] = (await raw.connection.query(
+      const [[row]] = await raw.connection.query<RowDataPacket[]>(
         `SELECT CAST(\`${INNO}2\`.reserve_ids(5) AS CHAR) AS v`,
-      )) as unknown as [{ v: string }[]]
-      return row!.v
+      )
+      return String(row!.v)
     }
     try {
       const given = await reserve()
