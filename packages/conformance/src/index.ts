@@ -14,4 +14,5 @@ export {
   postgresUrl,
   type RawDatabase,
 } from './databases'
+export { describePlainIdAdapter, type PlainIdSuiteOptions } from './plain-id-suite'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'

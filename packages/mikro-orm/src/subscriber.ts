@@ -58,18 +58,13 @@ type Row = Record<string, unknown>
  */
 export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   readonly source: IdSource
-  readonly layout: Layout
+  /** `undefined` for sources of plain IDs without shards (ticket servers): every row is shard 0. */
+  readonly layout: Layout | undefined
   readonly logicalShards: number
 
   constructor(options: ShardedIdsOptions) {
-    const layout = options.source.layout
-    if (!layout) {
-      throw new ConfigurationError(
-        'shardedIds() needs a source whose IDs carry a layout (shard rules and co-location read the shard out of IDs).',
-      )
-    }
     this.source = options.source
-    this.layout = layout
+    this.layout = options.source.layout
     this.logicalShards = options.logicalShards ?? logicalShardsOf(options.source)
   }
 
@@ -164,9 +159,12 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   shardOf(entity: object, meta: EntityMetadata, visiting = new Set<object>()): number {
     const key = shardedKeyOf(meta)
     if (!key) throw new ConfigurationError(`${meta.className} has no sharded primary key.`)
+    // A source of plain IDs without shards (ticket servers): shard rules do not apply.
+    const layout = this.layout
+    if (!layout) return 0
     const rule = key.spec.rule
     const options = {
-      layout: this.layout,
+      layout,
       logicalShards: this.logicalShards,
       entityName: meta.className,
     }
@@ -218,7 +216,8 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     }
     const sharded = related ? shardedKeyOf(related) : undefined
     if (pk !== null && pk !== undefined) {
-      if (sharded) return this.layout.shardOf(toBigInt(pk, `${related?.className} ID`))
+      if (sharded && this.layout)
+        return this.layout.shardOf(toBigInt(pk, `${related?.className} ID`))
       return shardForKey(pk as bigint | number | string, this.logicalShards)
     }
     if (sharded && related && typeof target === 'object') {

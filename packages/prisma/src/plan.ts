@@ -154,19 +154,17 @@ export class IdPlan {
   /** Resolves every shard, then allocates; throws before allocating anything if a key is missing. */
   async assign(source: IdSource): Promise<void> {
     const layout = source.layout
-    if (!layout) {
-      throw new ConfigurationError(
-        'The source has no layout (a ticket server): sharded IDs need a layout to place rows.',
-      )
-    }
     const logicalShards = logicalShardsOf(source)
     let open = this.rows.filter((row) => row.id === undefined)
+    // A source without a layout (ticket servers) makes plain IDs with no shard in them: every row
+    // asks it for shard 0 and shard rules do not apply, as in the other adapters.
+    if (!layout) for (const row of open) row.shard = 0
     while (open.length > 0) {
       let progress = true
       while (progress) {
         progress = false
         for (const row of open) {
-          if (row.shard !== undefined) continue
+          if (row.shard !== undefined || !layout) continue
           row.shard = this.shardOf(row, { layout, logicalShards, entityName: row.model })
           if (row.shard !== undefined) progress = true
         }

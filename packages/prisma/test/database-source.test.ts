@@ -1,4 +1,4 @@
-import { describeAdapter } from '@shardflake/conformance'
+import { describeAdapter, describePlainIdAdapter } from '@shardflake/conformance'
 import { afterAll } from 'vitest'
 import { blogOnPrisma } from './support/blog'
 import {
@@ -7,6 +7,7 @@ import {
   mysqlSource,
   postgresSource,
   redisSource,
+  ticketSource,
 } from './support/sources'
 
 afterAll(endSourcePools)
@@ -48,5 +49,12 @@ describeAdapter('Prisma / MariaDB / RedisSource', {
   database: 'sf_prisma_my_redis',
   logicalShards,
   createSource: () => redisSource('sf:prisma:my:'),
+  setup: async ({ source, raw }) => blogOnPrisma('mysql', raw.url, source),
+})
+
+describePlainIdAdapter('Prisma / MariaDB / TicketServerSource', {
+  dialect: 'mysql',
+  database: 'sf_prisma_my_tickets',
+  createSource: (raw) => ticketSource(raw),
   setup: async ({ source, raw }) => blogOnPrisma('mysql', raw.url, source),
 })

@@ -50,7 +50,7 @@ export function openOrm(
 export async function mikroBlog(
   dialect: Dialect,
   entities: BlogEntities,
-  { source, raw }: AdapterSetupContext,
+  { source, raw }: Pick<AdapterSetupContext, 'source' | 'raw'>,
   options: Omit<ShardedIdsOptions, 'source'> = {},
 ): Promise<BlogThroughOrm> {
   const { Author, Post, Comment } = entities

@@ -1,6 +1,11 @@
 import type { RawDatabase } from '@shardflake/conformance'
 import { type IdSource, instagram } from '@shardflake/core'
-import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import {
+  createMysqlPool,
+  installMysqlShards,
+  MysqlSource,
+  TicketServerSource,
+} from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
 import { Redis } from 'ioredis'
@@ -52,6 +57,25 @@ export function redisSource(keyPrefix: string): IdSource {
     } finally {
       client.disconnect()
     }
+  })
+}
+
+/**
+ * Flickr-style `TicketServerSource` over two ticket databases `${prefix}a` / `${prefix}b` on the
+ * suite's server, offsets 1 and 2 (dropped on close).
+ */
+export async function ticketSource(raw: RawDatabase, prefix: string): Promise<IdSource> {
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 8 })
+  const databases = [`${prefix}a`, `${prefix}b`]
+  for (const db of databases) await pool.query(`DROP DATABASE IF EXISTS \`${db}\``)
+  const source = new TicketServerSource({
+    servers: databases.map((database) => ({ pool, database })),
+    sequence: 'blog',
+  })
+  await source.install()
+  return withClose(source, async () => {
+    for (const db of databases) await pool.query(`DROP DATABASE IF EXISTS \`${db}\``)
+    await pool.end()
   })
 }
 

@@ -1,6 +1,11 @@
 import type { RawDatabase } from '@shardflake/conformance'
 import { instagram } from '@shardflake/core'
-import { BIG_NUMBER_OPTIONS, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import {
+  BIG_NUMBER_OPTIONS,
+  installMysqlShards,
+  MysqlSource,
+  TicketServerSource,
+} from '@shardflake/mysql'
 import { installPostgres, PostgresSource, type PrefetchOptions } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
 import { Redis } from 'ioredis'
@@ -65,6 +70,28 @@ export function redisSource(keyPrefix: string) {
       }
     },
   })
+  return source
+}
+
+/**
+ * Flickr-style `TicketServerSource` over two ticket databases `<test database>_tix_a` / `_b` on
+ * the test server, offsets 1 and 2 (dropped again by {@link endSourcePools}).
+ */
+export async function ticketSource(raw: RawDatabase) {
+  const pool = mysql.createPool({ uri: raw.url, connectionLimit: 2, ...BIG_NUMBER_OPTIONS })
+  const prefix = `${new URL(raw.url).pathname.slice(1)}_tix_`
+  const databases = [`${prefix}a`, `${prefix}b`]
+  pools.push({
+    async end() {
+      for (const db of databases) await pool.query(`DROP DATABASE IF EXISTS \`${db}\``)
+      await pool.end()
+    },
+  })
+  const source = new TicketServerSource({
+    servers: databases.map((database) => ({ pool, database })),
+    sequence: 'blog',
+  })
+  await source.install()
   return source
 }
 
