@@ -108,18 +108,6 @@ export async function runGuarded<R>(
   }
 }
 
-/** `5-7,9` for an ascending list of shards. */
-export function formatShardList(shards: readonly number[]): string {
-  const parts: string[] = []
-  for (let i = 0; i < shards.length; i++) {
-    let j = i
-    while (j + 1 < shards.length && shards[j + 1] === shards[j]! + 1) j++
-    parts.push(i === j ? String(shards[i]) : `${shards[i]}-${shards[j]}`)
-    i = j
-  }
-  return parts.join(',')
-}
-
 /** A one-line progress bar on stderr (redrawn in a terminal, every 10 % otherwise). */
 export function progressBar(io: CliIo) {
   const tty = process.stderr.isTTY === true

@@ -46,4 +46,11 @@ export {
   type StringKeyMode,
   shardForKey,
 } from './shard-key'
-export { parseShardList, ShardMap, type ShardRange } from './shard-map'
+export {
+  formatShardList,
+  parseShardList,
+  readShardList,
+  type ShardList,
+  ShardMap,
+  type ShardRange,
+} from './shard-map'

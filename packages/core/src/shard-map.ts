@@ -133,3 +133,54 @@ export function parseShardList(text: string): number[] {
   }
   return [...new Set(shards)].sort((a, b) => a - b)
 }
+
+/** Which logical shards: a list, an inclusive range, or a `"0-99,200"` string. */
+export type ShardList = readonly number[] | string | { from: number; to: number }
+
+/**
+ * The shards of a {@link ShardList}, distinct, ascending, and each checked against the layout.
+ *
+ * @example
+ * ```ts
+ * readShardList('0-2,5', instagram) // [0, 1, 2, 5]
+ * readShardList({ from: 7, to: 9 }, instagram) // [7, 8, 9]
+ * ```
+ * @throws InvalidArgumentError for an empty list or a range that ends before it starts.
+ * @throws ShardOutOfRangeError for a shard the layout cannot hold.
+ */
+export function readShardList(shards: ShardList, layout: Layout): number[] {
+  let list: number[]
+  if (typeof shards === 'string') list = parseShardList(shards)
+  else if (Array.isArray(shards)) {
+    list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
+  } else {
+    const { from, to } = shards as { from: number; to: number }
+    layout.checkShard(from)
+    layout.checkShard(to)
+    if (to < from) {
+      throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
+    }
+    list = Array.from({ length: to - from + 1 }, (_, i) => from + i)
+  }
+  if (list.length === 0) throw new InvalidArgumentError('No shards given.')
+  for (const shard of list) layout.checkShard(shard)
+  return list
+}
+
+/**
+ * An ascending list of shards written the way {@link parseShardList} reads it: `"5-7,9"`.
+ * @example
+ * ```ts
+ * formatShardList([5, 6, 7, 9]) // '5-7,9'
+ * ```
+ */
+export function formatShardList(shards: readonly number[]): string {
+  const parts: string[] = []
+  for (let i = 0; i < shards.length; i++) {
+    let j = i
+    while (j + 1 < shards.length && shards[j + 1] === shards[j]! + 1) j++
+    parts.push(i === j ? String(shards[i]) : `${shards[i]}-${shards[j]}`)
+    i = j
+  }
+  return parts.join(',')
+}

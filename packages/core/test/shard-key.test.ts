@@ -1,12 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import {
   fnv1a32,
+  formatShardList,
   hashShard,
   InvalidArgumentError,
   instagram,
   integerShard,
   MissingShardKeyError,
   parseShardList,
+  readShardList,
   resolveShard,
   ShardMap,
   ShardOutOfRangeError,
@@ -87,6 +89,17 @@ describe('ShardMap', () => {
     expect(parseShardList('0-3,7, 9-9')).toEqual([0, 1, 2, 3, 7, 9])
     expect(() => parseShardList('3-1')).toThrow(InvalidArgumentError)
     expect(() => parseShardList('a')).toThrow(InvalidArgumentError)
+  })
+
+  it('reads lists, ranges and strings the same way, checked against the layout, and writes them back', () => {
+    expect(readShardList([9, 7, 7, 8], instagram)).toEqual([7, 8, 9])
+    expect(readShardList({ from: 7, to: 9 }, instagram)).toEqual([7, 8, 9])
+    expect(readShardList('7-9', instagram)).toEqual([7, 8, 9])
+    expect(() => readShardList([], instagram)).toThrow(InvalidArgumentError)
+    expect(() => readShardList({ from: 9, to: 7 }, instagram)).toThrow(InvalidArgumentError)
+    expect(() => readShardList('8190-8192', instagram)).toThrow(ShardOutOfRangeError)
+    expect(formatShardList([0, 1, 2, 5, 7, 8])).toBe('0-2,5,7-8')
+    expect(parseShardList(formatShardList([0, 1, 2, 5, 7, 8]))).toEqual([0, 1, 2, 5, 7, 8])
   })
 })
 

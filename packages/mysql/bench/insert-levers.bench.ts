@@ -19,7 +19,6 @@
 import { instagram } from '@shardflake/core'
 import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
 import mysqlCallbacks from 'mysql2'
-import mysql from 'mysql2/promise'
 
 const json = process.argv.includes('--json')
 const rounds = Number(process.env.ROUNDS ?? 5)

@@ -1,10 +1,12 @@
 import {
   ConfigurationError,
+  formatShardList,
   InvalidArgumentError,
   type Layout,
   LayoutMismatchError,
-  parseShardList,
+  readShardList,
   ShardflakeError,
+  type ShardList,
   SourceUnavailableError,
 } from '@shardflake/core'
 import type { Pool, PoolConnection } from 'mysql2/promise'
@@ -31,7 +33,7 @@ export interface MoveMysqlOptions extends Omit<MysqlSqlOptions, 'dialect'> {
   /** The server that takes them over (their new home). Installed there when missing. */
   to: Pool
   /** The logical shards to move: a list, `{ from, to }` or `"0-99,200"`. */
-  shards: readonly number[] | string | { from: number; to: number }
+  shards: ShardList
   /**
    * The new home's dialect; `'auto'` asks the server. (The old home's is asked for always.)
    * @default 'auto'
@@ -145,7 +147,7 @@ export async function moveMysqlShards(options: MoveMysqlOptions): Promise<MoveMy
   // Validates the layout, the prefix and the numbers before anything is opened.
   const { counterEngine: _engine, ...rest } = options
   const base = resolveSqlOptions({ ...rest, dialect: 'mariadb' })
-  const shards = readShards(options.shards, base.layout)
+  const shards = readShardList(options.shards, base.layout)
   const lockTimeoutMs = options.lockTimeoutMs ?? 5000
   if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 3_600_000) {
     throw new InvalidArgumentError(
@@ -291,7 +293,7 @@ async function checkMove(
   }
   if (missing.length > 0) {
     throw new ConfigurationError(
-      `Logical shard(s) ${formatShards(missing)} not installed in database(s) ${o.schemaPrefix}<n> of the old server (from): nothing to move. Nothing was changed.`,
+      `Logical shard(s) ${formatShardList(missing)} not installed in database(s) ${o.schemaPrefix}<n> of the old server (from): nothing to move. Nothing was changed.`,
     )
   }
   return engines
@@ -513,38 +515,4 @@ function translate(error: unknown, shard = -1): unknown {
     )
   }
   return translateRoutineError(error, shard, 0)
-}
-
-/** The shard list of a move, ascending and checked. */
-function readShards(
-  shards: readonly number[] | string | { from: number; to: number },
-  layout: Layout,
-): number[] {
-  let list: number[]
-  if (typeof shards === 'string') list = parseShardList(shards)
-  else if (Array.isArray(shards)) {
-    list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
-  } else {
-    const { from, to } = shards as { from: number; to: number }
-    layout.checkShard(from)
-    layout.checkShard(to)
-    if (to < from)
-      throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
-    list = Array.from({ length: to - from + 1 }, (_, i) => from + i)
-  }
-  if (list.length === 0) throw new InvalidArgumentError('No shards given.')
-  for (const shard of list) layout.checkShard(shard)
-  return list
-}
-
-/** `5, 7-9` for messages. */
-function formatShards(shards: number[]): string {
-  const parts: string[] = []
-  for (let i = 0; i < shards.length; i++) {
-    let j = i
-    while (j + 1 < shards.length && shards[j + 1] === shards[j]! + 1) j++
-    parts.push(i === j ? String(shards[i]) : `${shards[i]}-${shards[j]}`)
-    i = j
-  }
-  return parts.join(', ')
 }

@@ -4,6 +4,8 @@ import {
   type FieldName,
   type Layout,
   LayoutMismatchError,
+  readShardList,
+  type ShardList,
 } from '@shardflake/core'
 import { openSession, type Session, type SqlClient } from './client'
 import { quoteIdent } from './identifiers'
@@ -11,7 +13,6 @@ import {
   commonSql,
   type PostgresSqlOptions,
   type ResolvedSqlOptions,
-  readShards,
   resolveSqlOptions,
   setDefaultSql,
   shardSql,
@@ -29,7 +30,7 @@ export interface InstallProgress {
 /** What {@link installPostgres} takes. */
 export interface InstallOptions extends PostgresSqlOptions {
   /** The logical shards this database holds: a list, `{ from, to }` or `"0-99,200"`. */
-  shards: readonly number[] | string | { from: number; to: number }
+  shards: ShardList
   /** Called after each shard (for a progress bar). */
   onProgress?: (progress: InstallProgress) => void
   /**
@@ -79,7 +80,7 @@ export async function installPostgres(
   options: InstallOptions,
 ): Promise<InstallResult> {
   const resolved = resolveSqlOptions(options)
-  const shards = readShards(options.shards, resolved.layout)
+  const shards = readShardList(options.shards, resolved.layout)
   const perTransaction = options.shardsPerTransaction ?? 50
   const session = await openSession(client)
   try {

@@ -1,9 +1,12 @@
 import {
   ConfigurationError,
+  formatShardList,
   InvalidArgumentError,
   type Layout,
   LayoutMismatchError,
+  readShardList,
   ShardflakeError,
+  type ShardList,
   SourceUnavailableError,
 } from '@shardflake/core'
 import { openSession, type Session, type SqlClient } from './client'
@@ -14,7 +17,6 @@ import {
   fenceSql,
   type PostgresSqlOptions,
   type ResolvedSqlOptions,
-  readShards,
   resolveSqlOptions,
   retirementColumnsSql,
   shardSchemaName,
@@ -32,7 +34,7 @@ export interface MoveOptions extends PostgresSqlOptions {
   /** The database that takes them over (their new home). Installed there when missing. */
   to: SqlClient
   /** The logical shards to move: a list, `{ from, to }` or `"0-99,200"`. */
-  shards: readonly number[] | string | { from: number; to: number }
+  shards: ShardList
   /** Called after each shard has arrived (switch that shard in your shard map from here on). */
   onProgress?: (progress: MoveProgress) => void
   /**
@@ -121,7 +123,7 @@ export interface MoveResult {
  */
 export async function moveShards(options: MoveOptions): Promise<MoveResult> {
   const resolved = resolveSqlOptions(options)
-  const shards = readShards(options.shards, resolved.layout)
+  const shards = readShardList(options.shards, resolved.layout)
   const lockTimeoutMs = options.lockTimeoutMs ?? 5000
   if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 3_600_000) {
     throw new InvalidArgumentError(
@@ -248,7 +250,7 @@ async function checkMove(
   const missing = shards.filter((shard) => !recorded.has(shard))
   if (missing.length > 0) {
     throw new ConfigurationError(
-      `Logical shard(s) ${formatShards(missing)} not installed in schema ${o.schemaPrefix}<n> of the old database (from): nothing to move. Nothing was changed.`,
+      `Logical shard(s) ${formatShardList(missing)} not installed in schema ${o.schemaPrefix}<n> of the old database (from): nothing to move. Nothing was changed.`,
     )
   }
   // A shard already moved away from `from` may only be resumed towards the same database, and
@@ -408,16 +410,4 @@ async function step<T>(
     }
     throw translate(error)
   }
-}
-
-/** `5, 7-9` for messages. */
-function formatShards(shards: number[]): string {
-  const parts: string[] = []
-  for (let i = 0; i < shards.length; i++) {
-    let j = i
-    while (j + 1 < shards.length && shards[j + 1] === shards[j]! + 1) j++
-    parts.push(i === j ? String(shards[i]) : `${shards[i]}-${shards[j]}`)
-    i = j
-  }
-  return parts.join(', ')
 }

@@ -3,7 +3,8 @@ import {
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
-  parseShardList,
+  readShardList,
+  type ShardList,
 } from '@shardflake/core'
 import { checkIdentifier, quoteIdent, quoteLiteral, quoteQualified } from './identifiers'
 
@@ -854,28 +855,6 @@ $$;
 ${fenced.map(([signature, returns]) => refuse(signature, returns)).join('')}`
 }
 
-/** Which shards, from a list, a range or a `"0-99,200"` string. @internal */
-export function readShards(
-  shards: readonly number[] | string | { from: number; to: number },
-  layout: Layout,
-): number[] {
-  let list: number[]
-  if (typeof shards === 'string') list = parseShardList(shards)
-  else if (Array.isArray(shards))
-    list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
-  else {
-    const { from, to } = shards as { from: number; to: number }
-    layout.checkShard(from)
-    layout.checkShard(to)
-    if (to < from)
-      throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
-    list = Array.from({ length: to - from + 1 }, (_, i) => from + i)
-  }
-  if (list.length === 0) throw new InvalidArgumentError('No shards given.')
-  for (const shard of list) layout.checkShard(shard)
-  return list
-}
-
 /**
  * The whole script for a layout and a set of logical shards: the common objects, then each shard.
  * Pure: nothing is executed. Run it in one transaction (a migration file, `psql -1 -f`).
@@ -890,10 +869,10 @@ export function readShards(
  */
 export function postgresSql(
   options: PostgresSqlOptions & {
-    shards: readonly number[] | string | { from: number; to: number }
+    shards: ShardList
   },
 ): string {
   const resolved = resolveSqlOptions(options)
-  const shards = readShards(options.shards, resolved.layout)
+  const shards = readShardList(options.shards, resolved.layout)
   return [commonSql(resolved), ...shards.map((shard) => shardSql(resolved, shard))].join('\n')
 }

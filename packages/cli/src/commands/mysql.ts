@@ -1,7 +1,7 @@
+import { formatShardList } from '@shardflake/core'
 import { type Command, Option } from 'commander'
 import {
   addShardOptions,
-  formatShardList,
   progressBar,
   readShardFlags,
   runGuarded,

@@ -1,8 +1,7 @@
-import { SourceUnavailableError } from '@shardflake/core'
+import { formatShardList, SourceUnavailableError } from '@shardflake/core'
 import type { Command } from 'commander'
 import {
   addShardOptions,
-  formatShardList,
   progressBar,
   readShardFlags,
   runGuarded,
