@@ -9,7 +9,8 @@ import { type CliIo, runCli } from '../src'
  * this file starts; everything is checked with raw SQL on fresh connections.
  */
 const URL_A = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
-const PREFIX = 'sf_my_cli_move_'
+// Not under `sf_my_cli_`: mysql.test.ts drops those databases while this file may run.
+const PREFIX = 'sf_mycli_move_'
 const epoch = '2024-01-01T00:00:00Z'
 const layout = defineLayout({ epoch, timeBits: 41, shardBits: 13, sequenceBits: 10 })
 let second: ExtraServer
@@ -39,7 +40,7 @@ async function query<T>(url: string, sql: string): Promise<T[]> {
 async function dropOwn(url: string): Promise<void> {
   const rows = await query<{ name: string }>(
     url,
-    "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sf\\\\_my\\\\_cli\\\\_move\\\\_%'",
+    "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sf\\\\_mycli\\\\_move\\\\_%'",
   )
   for (const { name } of rows) await query(url, `DROP DATABASE \`${name}\``)
 }
