@@ -682,7 +682,7 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
       shards: '1-2,42,44',
     }).catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(ConfigurationError)
-    expect((missing as Error).message).toMatch(/shard\(s\) 42, 44 not installed .* old server/)
+    expect((missing as Error).message).toMatch(/shard\(s\) 42,44 not installed .* old server/)
     const other = defineLayout({
       name: 'other',
       epoch: '2024-01-01T00:00:00Z',
