@@ -1,14 +1,18 @@
 /**
  * Every error shardflake throws is a {@link ShardflakeError} with a stable {@link ShardflakeError.code}.
- * Match on `code` (or `instanceof` a subclass); messages are for people and may change.
+ * Match on `code` (or `instanceof` a subclass); messages are for people and may change. Errors
+ * that come from a driver carry the driver's error as `cause`.
  *
  * @example
  * ```ts
+ * import { ShardflakeError, type IdSource } from '@shardflake/core'
+ * declare const source: IdSource
+ *
  * try {
- *   source.nextId(9000)
+ *   await source.nextId(9000)
  * } catch (error) {
- *   if (error instanceof ShardflakeError && error.code === 'SHARD_OUT_OF_RANGE') {
- *     // the shard key mapped outside the layout
+ *   if (error instanceof ShardflakeError && error.retryable) {
+ *     // a server was down, busy or slow: the same call may succeed later
  *   }
  * }
  * ```
@@ -16,140 +20,255 @@
 export class ShardflakeError extends Error {
   /** Stable, machine-readable identifier of the failure. */
   readonly code: ShardflakeErrorCode
+  /**
+   * True when the same call may succeed if tried again later (a server down or slow, a clock
+   * that will catch up, a shard busy this millisecond); false when something must be changed
+   * first (configuration, input, a shard map).
+   */
+  readonly retryable: boolean
 
-  constructor(code: ShardflakeErrorCode, message: string, options?: ErrorOptions) {
-    super(message, options)
+  constructor(code: ShardflakeErrorCode, message: string, options?: ShardflakeErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause })
     this.code = code
     this.name = new.target.name
+    this.retryable = options?.retryable ?? RETRYABLE.has(code)
   }
+}
+
+/** What every {@link ShardflakeError} constructor takes besides its message. */
+export interface ShardflakeErrorOptions {
+  /** The error this one explains, usually the driver's. */
+  readonly cause?: unknown
+  /** Overrides the code's default {@link ShardflakeError.retryable}. */
+  readonly retryable?: boolean
 }
 
 /** All codes a {@link ShardflakeError} can carry. */
 export type ShardflakeErrorCode =
   | 'INVALID_LAYOUT'
-  | 'LAYOUT_MISMATCH'
+  | 'SHARDING_MISMATCH'
   | 'INVALID_ID'
   | 'UNSAFE_NUMBER'
   | 'SHARD_OUT_OF_RANGE'
   | 'MISSING_SHARD_KEY'
   | 'INVALID_ARGUMENT'
-  | 'CLOCK_MOVED_BACKWARDS'
-  | 'TIME_EXHAUSTED'
   | 'INVALID_IDENTIFIER'
+  | 'INVALID_SHARD_RULE'
   | 'CONFIGURATION'
-  | 'SOURCE_UNAVAILABLE'
+  | 'SHARD_CONFLICT'
+  | 'CLOCK_MOVED_BACKWARDS'
+  | 'SHARD_OVERLOADED'
+  | 'TIME_EXHAUSTED'
   | 'SHARD_MOVED'
+  | 'CONNECTION_REFUSED'
+  | 'CONNECTION_LOST'
+  | 'TIMED_OUT'
+  | 'CANCELLED'
+  | 'LOCK_TIMEOUT'
+  | 'SOURCE_UNAVAILABLE'
+
+const RETRYABLE = new Set<ShardflakeErrorCode>([
+  'CLOCK_MOVED_BACKWARDS',
+  'SHARD_OVERLOADED',
+  'CONNECTION_REFUSED',
+  'CONNECTION_LOST',
+  'TIMED_OUT',
+  'LOCK_TIMEOUT',
+  'SOURCE_UNAVAILABLE',
+])
 
 /** A layout definition is impossible (widths, epoch, time unit) or is used for something it cannot do. */
 export class InvalidLayoutError extends ShardflakeError {
-  constructor(message: string) {
-    super('INVALID_LAYOUT', message)
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('INVALID_LAYOUT', message, options)
   }
 }
 
-/** The layout installed in a database differs from the one the application uses. */
-export class LayoutMismatchError extends ShardflakeError {
-  constructor(message: string) {
-    super('LAYOUT_MISMATCH', message)
+/**
+ * The layout or the number of logical shards differs between two parts that must agree: the
+ * application and what is installed in a database, two sources of one application, a source and
+ * an adapter. Rows would land on different shards depending on who placed them.
+ */
+export class ShardingMismatchError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('SHARDING_MISMATCH', message, options)
   }
 }
 
 /** A value is not an ID of the layout (not an integer, out of the 64-bit range, too wide). */
 export class InvalidIdError extends ShardflakeError {
-  constructor(message: string) {
-    super('INVALID_ID', message)
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('INVALID_ID', message, options)
   }
 }
 
 /** A JavaScript `number` above 2^53 reached an API that needs exact 64-bit integers. */
 export class UnsafeNumberError extends ShardflakeError {
-  constructor(what: string, value: number) {
+  constructor(what: string, value: number, options?: ShardflakeErrorOptions) {
     super(
       'UNSAFE_NUMBER',
       `${what} ${value} is not a safe integer: JavaScript numbers lose precision above 2^53. Pass a bigint or a decimal string instead.`,
+      options,
     )
   }
 }
 
-/** A shard number is outside the layout or outside the shards a source serves. */
+/** A shard number is outside the layout, the logical shards, or the shards a source serves. */
 export class ShardOutOfRangeError extends ShardflakeError {
   readonly shard: number | bigint | string
 
-  constructor(shard: number | bigint | string, message: string) {
-    super('SHARD_OUT_OF_RANGE', message)
+  constructor(shard: number | bigint | string, message: string, options?: ShardflakeErrorOptions) {
+    super('SHARD_OUT_OF_RANGE', message, options)
     this.shard = shard
   }
 }
 
 /** An entity or row has no value for the field its shard is derived from. */
 export class MissingShardKeyError extends ShardflakeError {
-  constructor(message: string) {
-    super('MISSING_SHARD_KEY', message)
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('MISSING_SHARD_KEY', message, options)
   }
 }
 
-/** An argument has the wrong type or value (a count below 1, an unknown preset, ...). */
+/** An argument has the wrong type or value (a count out of bounds, an unknown preset, ...). */
 export class InvalidArgumentError extends ShardflakeError {
-  constructor(message: string) {
-    super('INVALID_ARGUMENT', message)
-  }
-}
-
-/** The clock went backwards further than the generator is allowed to wait out. */
-export class ClockMovedBackwardsError extends ShardflakeError {
-  /** How far the clock is behind the time of the last ID, in ms. */
-  readonly behindMs: number
-
-  constructor(behindMs: number, maxWaitMs: number) {
-    super(
-      'CLOCK_MOVED_BACKWARDS',
-      `The clock is ${behindMs} ms behind the time of the last ID issued, more than the ${maxWaitMs} ms this generator may wait. No ID was issued. Fix the clock (NTP slew, not step), or raise maxWaitMs.`,
-    )
-    this.behindMs = behindMs
-  }
-}
-
-/** The layout's time field is used up, or the next ID would set the sign bit without opt-in. */
-export class TimeExhaustedError extends ShardflakeError {
-  constructor(message: string) {
-    super('TIME_EXHAUSTED', message)
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('INVALID_ARGUMENT', message, options)
   }
 }
 
 /** A schema, table or database name is not a plain identifier and was refused. */
 export class InvalidIdentifierError extends ShardflakeError {
-  constructor(kind: string, value: string) {
+  constructor(kind: string, value: string, options?: ShardflakeErrorOptions) {
     super(
       'INVALID_IDENTIFIER',
       `Refusing ${kind} name ${JSON.stringify(value)}: use 1-63 characters of a-z, 0-9 and _, starting with a letter or _.`,
+      options,
     )
   }
 }
 
-/** Options that cannot work together (two sources for one shard, a lossy driver setting, ...). */
-export class ConfigurationError extends ShardflakeError {
-  constructor(message: string) {
-    super('CONFIGURATION', message)
+/**
+ * A shard rule cannot work: it names no field, names a field that does not exist, or keys a row
+ * by a field that holds another sharded row's ID (`shardBy` on a sharded foreign key would read
+ * the ID's low bits; `sameShardAs` takes the parent's shard). Thrown when the entity or schema is
+ * defined, before any row is written.
+ */
+export class InvalidShardRuleError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('INVALID_SHARD_RULE', message, options)
   }
 }
 
-/** A source could not reach any of its servers. */
-export class SourceUnavailableError extends ShardflakeError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('SOURCE_UNAVAILABLE', message, options)
+/** Options that cannot work together (a lossy driver setting, a missing option, ...). */
+export class ConfigurationError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('CONFIGURATION', message, options)
+  }
+}
+
+/**
+ * Two sources (or two adapters) would make IDs for the same logical shard in one process. Their
+ * IDs could meet on the same time and sequence, so the second is refused. Close the first, or
+ * give each its own shards.
+ */
+export class ShardConflictError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('SHARD_CONFLICT', message, options)
+  }
+}
+
+/** The clock went backwards further than the generator is allowed to wait out. Nothing was issued. */
+export class ClockMovedBackwardsError extends ShardflakeError {
+  /** How far the clock is behind the time of the last ID, in ms. */
+  readonly behindMs: number
+
+  constructor(behindMs: number, maxWaitMs: number, options?: ShardflakeErrorOptions) {
+    super(
+      'CLOCK_MOVED_BACKWARDS',
+      `The clock is ${behindMs} ms behind the time of the last ID issued, more than the ${maxWaitMs} ms this generator may wait. No ID was issued. Fix the clock (NTP slew, not step), or raise maxWaitMs.`,
+      options,
+    )
+    this.behindMs = behindMs
+  }
+}
+
+/**
+ * More IDs were asked of one shard than it can make within its drift allowance (the layout's
+ * capacity per time unit times `maxDriftMs`). The clock is fine; nothing was issued. Ask for
+ * fewer IDs per call, spread rows over more shards, or raise `maxDriftMs`.
+ */
+export class ShardOverloadedError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('SHARD_OVERLOADED', message, options)
+  }
+}
+
+/** The layout's time field is used up, or the next ID would set the sign bit without opt-in. */
+export class TimeExhaustedError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('TIME_EXHAUSTED', message, options)
   }
 }
 
 /**
  * The database a source asked for a logical shard's IDs no longer serves it: the shard was moved
- * to another database (`moveShards`), so the shard map is out of date. Nothing was issued.
- * Point the shard map at the new home; retrying against the old one will keep failing.
+ * to another database, so the shard map is out of date. Nothing was issued. Point the shard map
+ * at the new home; retrying against the old one will keep failing.
  */
 export class ShardMovedError extends ShardflakeError {
-  constructor(
-    readonly shard: number,
-    message: string,
-  ) {
-    super('SHARD_MOVED', message)
+  readonly shard: number
+
+  constructor(shard: number, message: string, options?: ShardflakeErrorOptions) {
+    super('SHARD_MOVED', message, options)
+    this.shard = shard
+  }
+}
+
+/** The server refused the connection or could not be found (down, wrong host or port). */
+export class ConnectionRefusedError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('CONNECTION_REFUSED', message, options)
+  }
+}
+
+/**
+ * The connection broke while a call was under way (the server restarted, the session was
+ * terminated). IDs the server may have used are dropped, never issued twice.
+ */
+export class ConnectionLostError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('CONNECTION_LOST', message, options)
+  }
+}
+
+/** The server did not answer within the source's `timeoutMs`. Nothing was issued to the caller. */
+export class TimedOutError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('TIMED_OUT', message, options)
+  }
+}
+
+/**
+ * The call was cancelled: by the caller's `AbortSignal`, or by the server (a statement timeout,
+ * `pg_cancel_backend`, `KILL QUERY`). Nothing was issued to the caller.
+ */
+export class CancelledError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('CANCELLED', message, options)
+  }
+}
+
+/** The server gave up waiting for a lock (another session holds the shard's counter). */
+export class LockTimeoutError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('LOCK_TIMEOUT', message, options)
+  }
+}
+
+/** A source could not reach any of its servers. `cause` holds the last server's failure. */
+export class SourceUnavailableError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('SOURCE_UNAVAILABLE', message, options)
   }
 }

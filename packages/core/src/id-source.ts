@@ -1,5 +1,5 @@
-import { ConfigurationError, InvalidArgumentError } from './errors'
-import type { Layout } from './layout'
+import { InvalidArgumentError } from './errors'
+import type { Sharding } from './sharding'
 
 /**
  * Where IDs come from. Every source — the in-process generator, PostgreSQL `next_id()`,
@@ -11,18 +11,23 @@ import type { Layout } from './layout'
  * 1. **Never the same ID twice.** Not across calls, not across concurrent callers, not across
  *    processes that share the source's backing store, not when a clock steps back. A source that
  *    cannot keep this promise (the clock went back further than it may wait, a server is gone)
- *    throws a {@link ShardflakeError} and returns nothing.
+ *    throws a {@link ShardflakeError} and returns nothing. Every failure is a `ShardflakeError`,
+ *    with the driver's error as `cause`.
  * 2. **For one logical shard.** `nextId(shard)` returns an ID whose shard field is `shard`
- *    (`layout.shardOf(id) === shard`). A shard the source does not serve is refused with
+ *    (`sharding.shardOfId(id) === shard`). A shard the source does not serve is refused with
  *    `ShardOutOfRangeError` before anything happens.
  * 3. **Time-ordered.** IDs of one shard from one source grow with time; a batch is ascending.
- *    (Only ticket servers, whose IDs carry no time, are exempt, and say so with `layout: undefined`.)
+ *    (Only ticket servers, whose IDs carry no time, are exempt, and say so with `sharding: undefined`.)
  * 4. **Batches in one round trip.** `nextIds(shard, n)` returns `n` distinct IDs, costing a
  *    database source one round trip, so adapters ask once per shard per `save()` or flush.
+ *    `count` is at most {@link MAX_IDS_PER_CALL}; {@link allocateIds} splits larger batches.
  * 5. **Exactly one source per logical shard.** Two sources that make IDs for the same shard
  *    (an in-process generator and a database function, say) can meet on the same time and
- *    sequence. Configure each logical shard on one source.
+ *    sequence. Configure each logical shard on one source; in-process sources refuse a second
+ *    one for the same shard in one process (`ShardConflictError`).
  * 6. **`bigint`, never `number`.** IDs exceed 2^53 twelve days after the epoch.
+ * 7. **`close()` releases everything the source opened** (pools it created, timers, shard
+ *    claims) and leaves alone what the caller passed in (a pool you own stays open).
  *
  * Sources are sync or async. A {@link SyncIdSource} (`synchronous: true`) returns values
  * directly, which lets an ORM assign an ID the moment an entity is created; callers that accept
@@ -30,20 +35,21 @@ import type { Layout } from './layout'
  *
  * @example Using any source
  * ```ts
- * import { type IdSource, InProcessSource, instagram } from '@shardflake/core'
+ * import { defineSharding, type IdSource, InProcessSource, instagram } from '@shardflake/core'
  *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
  * async function newPostId(source: IdSource, userId: bigint): Promise<bigint> {
- *   return await source.nextId(Number(userId % 2000n))
+ *   return await source.nextId(sharding.shardForKey(userId))
  * }
- * await newPostId(new InProcessSource({ layout: instagram, shards: 'all' }), 31341n)
+ * await newPostId(new InProcessSource({ sharding, shards: 'all' }), 31341n)
  * ```
  *
  * @example Writing a source
  * ```ts
- * import { type IdSource, instagram } from '@shardflake/core'
+ * import { defineSharding, type IdSource, instagram } from '@shardflake/core'
  *
  * const remote: IdSource = {
- *   layout: instagram,
+ *   sharding: defineSharding({ layout: instagram, logicalShards: 2000 }),
  *   synchronous: false,
  *   async nextId(shard) {
  *     const [id] = await this.nextIds(shard, 1)
@@ -53,32 +59,31 @@ import type { Layout } from './layout'
  *     const response = await fetch(`http://ids.internal/${shard}?n=${count}`)
  *     return ((await response.json()) as string[]).map(BigInt)
  *   },
+ *   close() {},
  * }
  * ```
  */
 export interface IdSource {
   /**
-   * The layout of the IDs. `undefined` only for sources whose IDs are plain counters without
-   * time or shard (ticket servers): such IDs cannot be decoded, and `sameShardAs` rules cannot
-   * be used with them.
+   * The layout and logical shards of the IDs: the same object the application hands to every
+   * source and adapter. `undefined` only for sources whose IDs are plain counters without time or
+   * shard (ticket servers): such IDs cannot be decoded, and shard rules do not apply to them.
    */
-  readonly layout: Layout | undefined
+  readonly sharding: Sharding | undefined
   /** True when `nextId` and `nextIds` return values, not promises. */
   readonly synchronous: boolean
-  /**
-   * How many logical shards the application uses; shard keys are reduced modulo this
-   * (`userId % 2000`). `undefined` means all the layout can address.
-   */
-  readonly logicalShards?: number | undefined
   /** One new ID for a logical shard. */
   nextId(shard: number, context?: IdRequestContext): bigint | Promise<bigint>
   /**
    * `count` new, distinct, ascending IDs for a logical shard, in one round trip.
-   * @throws InvalidArgumentError when `count` is not a positive integer.
+   * @throws InvalidArgumentError when `count` is not an integer from 1 to {@link MAX_IDS_PER_CALL}.
    */
   nextIds(shard: number, count: number, context?: IdRequestContext): bigint[] | Promise<bigint[]>
-  /** Releases connections, timers and buffers. The source must not be used afterwards. */
-  close?(): void | Promise<void>
+  /**
+   * Releases what the source opened (pools it created, timers, buffers, shard claims); what the
+   * caller passed in stays open. The source must not be used afterwards. Safe to call twice.
+   */
+  close(): void | Promise<void>
 }
 
 /** A source that answers synchronously (the in-process generator). */
@@ -112,33 +117,23 @@ export function isSyncSource(source: IdSource): source is SyncIdSource {
   return source.synchronous
 }
 
-/** The number of logical shards keys are reduced by, for a source. */
-export function logicalShardsOf(source: IdSource): number {
-  return source.logicalShards ?? source.layout?.shardCount ?? 2 ** 31 - 1
-}
-
 /**
- * The `logicalShards` option of a source, checked: an integer from 1 to `layout.shardCount`,
- * defaulting to `layout.shardCount`.
- * @throws ConfigurationError
+ * The most IDs one `nextIds` call may ask for. Every source refuses more before doing any work,
+ * so a stray count cannot block a process or fill its memory; {@link allocateIds} splits larger
+ * batches into calls of at most this many.
  */
-export function resolveLogicalShards(layout: Layout, value: number | undefined): number {
-  const count = value ?? layout.shardCount
-  if (!Number.isSafeInteger(count) || count < 1 || count > layout.shardCount) {
-    throw new ConfigurationError(
-      `logicalShards must be an integer from 1 to ${layout.shardCount}, got ${String(value)}.`,
-    )
-  }
-  return count
-}
+export const MAX_IDS_PER_CALL = 1_000_000
 
 /**
- * Throws unless `count` is a positive safe integer. Sources call it first thing in `nextIds`.
+ * Throws unless `count` is an integer from 1 to {@link MAX_IDS_PER_CALL}. Sources call it first
+ * thing in `nextIds`.
  * @throws InvalidArgumentError
  */
 export function checkCount(count: number): void {
-  if (!Number.isSafeInteger(count) || count < 1) {
-    throw new InvalidArgumentError(`count must be a positive integer, got ${String(count)}.`)
+  if (!Number.isSafeInteger(count) || count < 1 || count > MAX_IDS_PER_CALL) {
+    throw new InvalidArgumentError(
+      `count must be an integer from 1 to ${MAX_IDS_PER_CALL}, got ${String(count)}. Ask for larger batches in several calls (allocateIds does).`,
+    )
   }
 }
 
@@ -194,8 +189,14 @@ export function allocateIds(
     })
   }
   const single = options?.singleNextId === true
+  const requests: [number, number[]][] = []
+  for (const [shard, indexes] of positions) {
+    for (let from = 0; from < indexes.length; from += MAX_IDS_PER_CALL) {
+      requests.push([shard, indexes.slice(from, from + MAX_IDS_PER_CALL)])
+    }
+  }
   if (isSyncSource(source)) {
-    for (const [shard, indexes] of positions) {
+    for (const [shard, indexes] of requests) {
       place(
         indexes,
         single && indexes.length === 1
@@ -206,7 +207,7 @@ export function allocateIds(
     return ids
   }
   return Promise.all(
-    [...positions].map(async ([shard, indexes]) =>
+    requests.map(async ([shard, indexes]) =>
       place(
         indexes,
         single && indexes.length === 1

@@ -4,9 +4,13 @@ import {
   InvalidArgumentError,
   InvalidLayoutError,
   ShardOutOfRangeError,
+  ShardOverloadedError,
 } from './errors'
-import { checkCount, resolveLogicalShards, type SyncIdSource } from './id-source'
+import { checkCount, type SyncIdSource } from './id-source'
 import type { Layout } from './layout'
+import { claimShards, lastClaimedTime, releaseShards } from './shard-claims'
+import type { Sharding } from './sharding'
+import { readDuration, SOURCE_DEFAULTS } from './source-options'
 
 /** Which logical shards a process owns: all of them, a list, or an inclusive range. */
 export type ShardSelection =
@@ -16,8 +20,8 @@ export type ShardSelection =
 
 /** What {@link InProcessSource} takes. */
 export interface InProcessSourceOptions {
-  /** The layout of the IDs. Decode-only presets are refused. */
-  layout: Layout
+  /** The application's sharding ({@link defineSharding}). Decode-only layouts are refused. */
+  sharding: Sharding
   /**
    * This process's worker id, for layouts with worker bits: every process generating for the same
    * shards needs its own (validated against the layout, never masked). Required when
@@ -27,23 +31,25 @@ export interface InProcessSourceOptions {
   /**
    * The logical shards this process generates for, **exclusively**: no other process or database
    * function may make IDs for them. Required when the layout has no worker bits (then this is
-   * the only thing that keeps two processes apart); with a worker id it defaults to `'all'`.
-   * Give each process its own shards (a lease, a deployment slot, a config value).
+   * the only thing that keeps two processes apart); with a worker id it defaults to `'all'`
+   * (every logical shard). Give each process its own shards (a deployment slot, a config value).
+   * A second in-process source for one of these shards in the same process is refused
+   * (`ShardConflictError`) until this one is closed.
    */
   shards?: ShardSelection
-  /** How many logical shards keys are reduced by. @default layout.shardCount */
-  logicalShards?: number
   /**
    * How far ahead of the clock the time field may run, in ms. Past 2^sequenceBits IDs in one
    * tick the generator **borrows** the next tick instead of wrapping; it waits for the clock once
-   * it is this far ahead. The same allowance absorbs small clock steps back.
+   * it is this far ahead. Smaller than the database sources' allowance (1000 ms) on purpose: the
+   * counter lives in memory, and a restarted process must not come back within this allowance of
+   * its predecessor's last ID.
    * @default 10
    */
   maxDriftMs?: number
   /**
-   * The longest the generator blocks waiting for the clock to catch up. A clock that stepped back
-   * further than `maxDriftMs + maxWaitMs` makes `nextId` throw `ClockMovedBackwardsError`
-   * (nothing is issued) until the clock has caught up.
+   * The longest the generator blocks waiting for the clock to catch up, in ms. After that it
+   * throws: `ClockMovedBackwardsError` when the clock went back, `ShardOverloadedError` when a
+   * burst asked for more IDs than the shard makes within `maxDriftMs`. Nothing is issued.
    * @default 100
    */
   maxWaitMs?: number
@@ -54,11 +60,14 @@ export interface InProcessSourceOptions {
 }
 
 interface ShardState {
+  shard: number
   /** Time (in layout units) of the last ID; -1 before the first. */
   time: number
   sequence: number
   /** The ID with this time and sequence 0. */
   base: bigint
+  /** The highest clock reading seen (layout units): a lower one means the clock went back. */
+  seen: number
 }
 
 const waitCell = new Int32Array(new SharedArrayBuffer(4))
@@ -77,27 +86,33 @@ const blockingSleep = (ms: number) => {
  *   tick's sequence is used up, waits up to `maxWaitMs` for the clock, then throws
  *   `ClockMovedBackwardsError`.
  *
+ * **In one process** a second source for the same shard is refused (`ShardConflictError`), and a
+ * source opened after another was closed starts after the closed one's last ID.
+ *
  * **Across processes** it is safe only by configuration: give every process its own `worker` id
  * (layouts with worker bits) or its own set of `shards`. A restarted process must not come back
  * within `maxDriftMs` of its predecessor's last ID, nor after a clock step back larger than that.
  *
  * @example
  * ```ts
- * import { InProcessSource, instagram } from '@shardflake/core'
+ * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
  *
- * const source = new InProcessSource({ layout: instagram, shards: { from: 0, to: 1999 } })
- * const id = source.nextId(1341)
- * const batch = source.nextIds(1341, 500)
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * const source = new InProcessSource({ sharding, shards: { from: 0, to: 999 } })
+ * const id = source.nextId(sharding.shardForKey(31341n))
+ * const batch = source.nextIds(42, 500)
+ * source.close()
  * ```
  */
 export class InProcessSource implements SyncIdSource {
-  readonly layout: Layout
+  readonly sharding: Sharding
   readonly synchronous = true
-  readonly logicalShards: number
   readonly worker: number
+  private readonly layout: Layout
   private readonly owns: (shard: number) => boolean
   private readonly describeShards: string
   private readonly states: (ShardState | undefined)[] = []
+  private closed = false
   private readonly clock: () => number
   private readonly sleep: (ms: number) => void
   private readonly maxDriftUnits: number
@@ -107,19 +122,25 @@ export class InProcessSource implements SyncIdSource {
 
   /**
    * @throws InvalidLayoutError for a decode-only layout.
-   * @throws ConfigurationError when neither a worker id nor owned shards are given, or they are
-   * invalid.
+   * @throws TimeExhaustedError when the layout's time field is used up.
+   * @throws ConfigurationError when `sharding` is missing, or neither a worker id nor owned
+   * shards are given, or they are invalid.
+   * @throws ShardConflictError when another open in-process source of this process has one of
+   * the shards.
    */
   constructor(options: InProcessSourceOptions) {
-    const { layout } = options
-    if (layout.decodeOnly) {
-      throw new InvalidLayoutError(
-        `Layout ${JSON.stringify(layout.name)} is for decoding other systems' IDs; define your own layout to generate.`,
+    const sharding = options?.sharding
+    if (!sharding?.layout || !Number.isInteger(sharding.logicalShards)) {
+      throw new ConfigurationError(
+        'InProcessSource needs the application\'s sharding: new InProcessSource({ sharding: defineSharding({ layout, logicalShards }), shards }). logicalShards decides where every key goes and must be the same for every source.',
       )
     }
+    const { layout } = sharding
+    layout.checkGenerating()
     if (layout.order.indexOf('sequence') !== 3) {
       throw new InvalidLayoutError('The in-process source needs the sequence as the lowest field.')
     }
+    this.sharding = sharding
     this.layout = layout
     this.worker = readWorker(layout, options.worker)
     const selection = options.shards ?? (layout.workerBits > 0 ? 'all' : undefined)
@@ -128,19 +149,33 @@ export class InProcessSource implements SyncIdSource {
         `Layout ${JSON.stringify(layout.name)} has no worker bits, so an in-process source must be told which logical shards this process owns exclusively: pass shards ('all' when this is the only process making IDs).`,
       )
     }
-    ;[this.owns, this.describeShards] = readSelection(layout, selection)
-    this.logicalShards = resolveLogicalShards(layout, options.logicalShards)
-    const maxDriftMs = options.maxDriftMs ?? 10
-    const maxWaitMs = options.maxWaitMs ?? 100
-    if (!(maxDriftMs >= 0) || !(maxWaitMs >= 0)) {
-      throw new ConfigurationError('maxDriftMs and maxWaitMs must be zero or more.')
-    }
+    const maxDriftMs = readDuration('maxDriftMs', options.maxDriftMs, 10)
+    const maxWaitMs = readDuration('maxWaitMs', options.maxWaitMs, SOURCE_DEFAULTS.maxWaitMs, {
+      max: 60_000,
+    })
+    let shards: number[]
+    ;[this.owns, this.describeShards, shards] = readSelection(sharding, selection)
+    claimShards(this, sharding, shards, this.worker, 'InProcessSource')
     this.maxDriftUnits = Math.floor(maxDriftMs / layout.timeUnitMs)
     this.maxWaitMs = maxWaitMs
     this.clock = options.clock ?? Date.now
     this.sleep = options.sleep ?? blockingSleep
     this.sequences = Array.from({ length: layout.maxSequence + 1 }, (_, i) => BigInt(i))
     this.workerPart = BigInt(this.worker) << layout.shifts.worker
+  }
+
+  /**
+   * Releases this source's shards, so another in-process source of this process may take them
+   * (it starts after this one's last ID). Further calls throw.
+   */
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    const lastTimes = new Map<number, number>()
+    this.states.forEach((state, shard) => {
+      if (state && state.time >= 0) lastTimes.set(shard, state.time)
+    })
+    releaseShards(this, this.sharding, lastTimes, this.worker)
   }
 
   /** One new ID for `shard`. */
@@ -164,15 +199,25 @@ export class InProcessSource implements SyncIdSource {
 
   private state(shard: number): ShardState {
     const state = this.states[shard]
-    if (state) return state
+    if (state && !this.closed) return state
+    if (this.closed) {
+      throw new ConfigurationError('This InProcessSource was closed; create a new one.')
+    }
     if (!this.owns(shard)) {
-      this.layout.checkShard(shard)
+      this.sharding.checkShard(shard)
       throw new ShardOutOfRangeError(
         shard,
         `This in-process source does not own logical shard ${String(shard)} (it owns ${this.describeShards}). Another process or database makes IDs for it.`,
       )
     }
-    const created: ShardState = { time: -1, sequence: 0, base: 0n }
+    const last = lastClaimedTime(this.sharding, shard, this.worker)
+    const created: ShardState = {
+      shard,
+      time: last,
+      sequence: this.layout.maxSequence,
+      base: 0n,
+      seen: last,
+    }
     this.states[shard] = created
     return created
   }
@@ -180,6 +225,7 @@ export class InProcessSource implements SyncIdSource {
   /** Moves `state` to the next unused (time, sequence) pair. */
   private advance(state: ShardState, shard: number): void {
     const now = this.now()
+    if (now > state.seen) state.seen = now
     if (now > state.time) {
       this.moveTo(state, shard, now)
     } else if (state.sequence < this.layout.maxSequence) {
@@ -187,7 +233,7 @@ export class InProcessSource implements SyncIdSource {
     } else {
       // The tick is used up (a burst, or a clock that went back): borrow the next tick.
       const next = state.time + 1
-      this.waitUntil(next - this.maxDriftUnits, now, state.time)
+      this.waitUntil(next - this.maxDriftUnits, now, state)
       this.moveTo(state, shard, next)
     }
   }
@@ -205,17 +251,23 @@ export class InProcessSource implements SyncIdSource {
   }
 
   /** Blocks until the clock reaches `target` (in time units), at most `maxWaitMs`. */
-  private waitUntil(target: number, now: number, lastTime: number): void {
+  private waitUntil(target: number, now: number, state: ShardState): void {
     if (now >= target) return
     const unit = this.layout.timeUnitMs
-    const behindMs = (lastTime - now) * unit
-    if ((target - now) * unit > this.maxWaitMs)
-      throw new ClockMovedBackwardsError(behindMs, this.maxWaitMs)
+    const fail = () => {
+      // A clock reading below one already seen means the clock stepped back; otherwise the
+      // time field ran ahead because more IDs were asked than the shard makes in maxDriftMs.
+      if (now < state.seen) return new ClockMovedBackwardsError((state.seen - now) * unit, this.maxWaitMs)
+      return new ShardOverloadedError(
+        `Shard ${state.shard} was asked for more IDs than it makes within its ${this.maxDriftUnits * unit} ms drift allowance (${this.layout.capacityPerMs} per ms) and the ${this.maxWaitMs} ms it may wait. The clock is fine; nothing was issued. Ask for fewer IDs per call, spread rows over more shards, or raise maxDriftMs.`,
+      )
+    }
+    if ((target - now) * unit > this.maxWaitMs) throw fail()
     let current = now
     let waited = 0
     while (current < target) {
       const ms = (target - current) * unit
-      if (waited + ms > this.maxWaitMs) throw new ClockMovedBackwardsError(behindMs, this.maxWaitMs)
+      if (waited + ms > this.maxWaitMs) throw fail()
       this.sleep(ms)
       waited += ms
       current = this.now()
@@ -257,31 +309,35 @@ function readWorker(layout: Layout, worker: number | undefined): number {
 }
 
 function readSelection(
-  layout: Layout,
+  sharding: Sharding,
   selection: ShardSelection,
-): [(shard: number) => boolean, string] {
+): [(shard: number) => boolean, string, number[]] {
+  const { logicalShards } = sharding
   if (selection === 'all') {
     return [
-      (shard) => Number.isInteger(shard) && shard >= 0 && shard < layout.shardCount,
-      'all shards',
+      (shard) => Number.isInteger(shard) && shard >= 0 && shard < logicalShards,
+      `all ${logicalShards} logical shards`,
+      Array.from({ length: logicalShards }, (_, shard) => shard),
     ]
   }
   if (Array.isArray(selection)) {
     const list = selection as readonly number[]
     if (list.length === 0) throw new ConfigurationError('shards must not be an empty list.')
-    for (const shard of list) layout.checkShard(shard)
+    for (const shard of list) sharding.checkShard(shard)
     const set = new Set(list)
     return [
       (shard) => set.has(shard),
       `shards ${[...set].slice(0, 10).join(', ')}${set.size > 10 ? ', ...' : ''}`,
+      [...set],
     ]
   }
-  const { from, to } = selection as { from: number; to: number }
-  layout.checkShard(from)
-  layout.checkShard(to)
+  const { from, to } = (selection ?? {}) as { from: number; to: number }
+  sharding.checkShard(from)
+  sharding.checkShard(to)
   if (to < from) throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
   return [
     (shard) => Number.isInteger(shard) && shard >= from && shard <= to,
     `shards ${from}-${to}`,
+    Array.from({ length: to - from + 1 }, (_, i) => from + i),
   ]
 }

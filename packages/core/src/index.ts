@@ -1,3 +1,5 @@
+export { type Ddl, toDdl } from './ddl'
+export { type DeadlineOptions, throwIfCancelled, withDeadline } from './deadline'
 export * from './errors'
 export {
   type AllocateOptions,
@@ -6,8 +8,7 @@ export {
   type IdRequestContext,
   type IdSource,
   isSyncSource,
-  logicalShardsOf,
-  resolveLogicalShards,
+  MAX_IDS_PER_CALL,
   type SyncIdSource,
 } from './id-source'
 export { type IdInput, toBigInt, toSigned64, toUnsigned64 } from './id-value'
@@ -39,18 +40,26 @@ export {
   fnv1a32,
   hashShard,
   integerShard,
-  type ResolveShardOptions,
-  resolveShard,
   type ShardKey,
-  type ShardRule,
   type StringKeyMode,
   shardForKey,
 } from './shard-key'
 export {
   formatShardList,
-  parseShardList,
+  parseShardRanges,
   readShardList,
   type ShardList,
   ShardMap,
   type ShardRange,
 } from './shard-map'
+export {
+  checkShardRule,
+  defineSharding,
+  describeShardRule,
+  type ShardingDescription,
+  type ShardingOptions,
+  type ShardRule,
+  Sharding,
+  shardByOnShardedIdError,
+} from './sharding'
+export { MAX_DURATION_MS, readDuration, SOURCE_DEFAULTS } from './source-options'

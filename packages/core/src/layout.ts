@@ -142,9 +142,9 @@ export class Layout {
    * decode-only layout allows). Generation stops there unless `allowSignBit` is set.
    */
   readonly negativeFrom: Date | undefined
-  /** Shift of each field, in bits from the least significant end. @internal */
+  /** Shift of each field, in bits from the least significant end (for SQL and Lua generators). */
   readonly shifts: Readonly<Record<FieldName, bigint>>
-  /** Largest time value generation may use (exclusive). @internal */
+  /** Time values (units since the epoch) from this one on cannot be generated: the field or bit 63 ran out. */
   readonly timeLimit: number
 
   /** @internal Use {@link defineLayout}. */
@@ -343,7 +343,10 @@ export class Layout {
     )
   }
 
-  /** Time units since the epoch for a ms timestamp. @internal */
+  /**
+   * Time units since the epoch for a ms timestamp.
+   * @throws TimeExhaustedError for an instant before the epoch, unless `clamp` (then it may be negative).
+   */
   timeAt(timestampMs: number, clamp = false): number {
     const time = Math.floor((timestampMs - this.epoch) / this.timeUnitMs)
     if (time < 0 && !clamp) {
@@ -355,8 +358,9 @@ export class Layout {
   }
 
   /**
-   * Composes from raw field values, validating each. @internal
-   * (`time` in time units since the epoch.)
+   * Composes an ID from raw field values (`time` in units since the epoch), validating each:
+   * what every source that keeps its own counter (SQL, Lua) does, in JavaScript.
+   * @throws TimeExhaustedError, ShardOutOfRangeError, InvalidArgumentError
    */
   composeTime(time: number, shard: number, worker: number, sequence: number): bigint {
     this.checkTime(time)
@@ -385,7 +389,10 @@ export class Layout {
     }
   }
 
-  /** @internal */
+  /**
+   * Throws unless IDs can still be made at `time` (units since the epoch).
+   * @throws TimeExhaustedError
+   */
   checkTime(time: number): void {
     if (time >= this.timeLimit) {
       const signBit = this.timeLimit < 2 ** this.timeBits
@@ -395,6 +402,31 @@ export class Layout {
           : `The time field of layout ${JSON.stringify(this.name)} ran out on ${this.timeEndsAt.toISOString()}.`,
       )
     }
+  }
+
+  /**
+   * Throws unless this layout can make IDs now and for at least `marginMs` more: sources and
+   * installers call it before anything is created.
+   * @returns the ms left before the time field (or bit 63) runs out.
+   * @throws InvalidLayoutError for a decode-only layout (a preset for reading other systems' IDs).
+   * @throws TimeExhaustedError when the time field is used up, or runs out within `marginMs`.
+   */
+  checkGenerating(now: number = Date.now(), marginMs = 0): number {
+    if (this.decodeOnly) {
+      throw new InvalidLayoutError(
+        `Layout ${JSON.stringify(this.name)} is for decoding other systems' IDs; define your own layout to generate.`,
+      )
+    }
+    const endsAt = this.epoch + this.timeLimit * this.timeUnitMs
+    const left = endsAt - now
+    if (left <= marginMs) {
+      throw new TimeExhaustedError(
+        left <= 0
+          ? `Layout ${JSON.stringify(this.name)} can no longer make IDs: its time field (epoch ${new Date(this.epoch).toISOString()}) ran out on ${new Date(endsAt).toISOString()}. Define a layout with a later epoch.`
+          : `Layout ${JSON.stringify(this.name)} runs out of time on ${new Date(endsAt).toISOString()}, within ${marginMs} ms. Define a layout with a later epoch.`,
+      )
+    }
+    return left
   }
 
   private parse(id: IdInput): bigint {

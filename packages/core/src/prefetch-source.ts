@@ -1,6 +1,6 @@
 import { ConfigurationError } from './errors'
 import { checkCount, type IdRequestContext, type IdSource } from './id-source'
-import type { Layout } from './layout'
+import type { Sharding } from './sharding'
 
 /**
  * IDs fetched ahead, per logical shard, so that single inserts and small flushes on a database
@@ -121,7 +121,7 @@ export class PrefetchBuffers {
  * ```ts
  * import { PrefetchSource } from '@shardflake/core'
  *
- * const source = new PrefetchSource(new PostgresSource({ layout: instagram, databases: pool }), {
+ * const source = new PrefetchSource(new PostgresSource({ sharding, databases: pool }), {
  *   size: 100,
  * })
  * await source.nextId(5) // one round trip fetches 100 IDs of shard 5
@@ -130,8 +130,7 @@ export class PrefetchBuffers {
  */
 export class PrefetchSource implements IdSource {
   readonly synchronous = false
-  readonly layout: Layout | undefined
-  readonly logicalShards: number | undefined
+  readonly sharding: Sharding | undefined
   private readonly buffers: PrefetchBuffers
 
   /** @throws ConfigurationError for a bad size or age. */
@@ -139,8 +138,7 @@ export class PrefetchSource implements IdSource {
     readonly inner: IdSource,
     options: PrefetchOptions,
   ) {
-    this.layout = inner.layout
-    this.logicalShards = inner.logicalShards
+    this.sharding = inner.sharding
     this.buffers = new PrefetchBuffers(
       async (shard, count) => await inner.nextIds(shard, count),
       options,
@@ -160,6 +158,6 @@ export class PrefetchSource implements IdSource {
   /** Drops the buffers and closes the inner source. */
   async close(): Promise<void> {
     this.buffers.clear()
-    await this.inner.close?.()
+    await this.inner.close()
   }
 }

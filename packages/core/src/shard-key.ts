@@ -1,6 +1,5 @@
-import { InvalidArgumentError, MissingShardKeyError, ShardOutOfRangeError } from './errors'
-import { type IdInput, toBigInt } from './id-value'
-import type { Layout } from './layout'
+import { InvalidArgumentError, MissingShardKeyError } from './errors'
+import { toBigInt } from './id-value'
 
 /** A value a row is sharded by: a user id (integer) or any string key. */
 export type ShardKey = bigint | number | string
@@ -73,81 +72,6 @@ export function shardForKey(
     return hashShard(key, logicalShards)
   }
   return integerShard(key, logicalShards)
-}
-
-/**
- * Where a row's shard comes from.
- * - `shardBy`: a field (or function) giving a {@link ShardKey}; reduced with {@link shardForKey}.
- * - `sameShardAs`: a field (or function) giving a parent's ID; the row goes where the parent is
- *   (comments with their post), read with `layout.shardOf`.
- * - `shard`: a fixed logical shard.
- */
-export type ShardRule<T = Record<string, unknown>> =
-  | {
-      readonly shardBy: (keyof T & string) | ((entity: T) => ShardKey | null | undefined)
-      /** @default 'auto' */
-      readonly stringKeys?: StringKeyMode
-    }
-  | { readonly sameShardAs: (keyof T & string) | ((entity: T) => IdInput | null | undefined) }
-  | { readonly shard: number }
-
-/** What {@link resolveShard} needs besides the rule and the entity. */
-export interface ResolveShardOptions {
-  layout: Layout
-  /** Keys are reduced modulo this; at most `layout.shardCount`. */
-  logicalShards: number
-  /** Named in error messages. */
-  entityName?: string
-}
-
-/**
- * Applies a {@link ShardRule} to one entity or row. Adapters call this for every new row.
- * @throws MissingShardKeyError when the rule's field is empty.
- * @throws ShardOutOfRangeError when the result lies outside the layout or the logical shards.
- */
-export function resolveShard<T>(
-  rule: ShardRule<T>,
-  entity: T,
-  options: ResolveShardOptions,
-): number {
-  const { layout, logicalShards } = options
-  const where = options.entityName ? ` of ${options.entityName}` : ''
-  let shard: number
-  if ('shard' in rule) {
-    shard = rule.shard
-  } else if ('sameShardAs' in rule) {
-    const ref = rule.sameShardAs
-    const parent =
-      typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
-    if (parent === null || parent === undefined) {
-      throw new MissingShardKeyError(
-        `The parent ID${where} (${typeof ref === 'function' ? 'sameShardAs function' : `field '${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
-      )
-    }
-    shard = layout.shardOf(toBigInt(parent, `Parent ID${where}`))
-  } else {
-    const ref = rule.shardBy
-    const key = typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
-    if (key === null || key === undefined) {
-      throw new MissingShardKeyError(
-        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is missing: set it before saving, or give the ID yourself.`,
-      )
-    }
-    if (typeof key !== 'bigint' && typeof key !== 'number' && typeof key !== 'string') {
-      throw new InvalidArgumentError(
-        `The shard key${where} must be a bigint, number or string, got ${typeof key}.`,
-      )
-    }
-    shard = shardForKey(key, logicalShards, rule.stringKeys)
-  }
-  layout.checkShard(shard)
-  if (shard >= logicalShards) {
-    throw new ShardOutOfRangeError(
-      shard,
-      `Shard ${shard}${where} is outside the ${logicalShards} logical shards in use.`,
-    )
-  }
-  return shard
 }
 
 function checkLogicalShards(count: number): number {

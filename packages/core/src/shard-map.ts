@@ -1,6 +1,6 @@
 import { InvalidArgumentError, ShardOutOfRangeError } from './errors'
 import type { IdInput } from './id-value'
-import type { Layout } from './layout'
+import type { Sharding } from './sharding'
 
 /** Logical shards `from`..`to` (both inclusive) live on `target` (a pool, a URL, a name). */
 export interface ShardRange<T> {
@@ -15,7 +15,8 @@ export interface ShardRange<T> {
  *
  * @example
  * ```ts
- * const map = new ShardMap(instagram, [
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * const map = new ShardMap(sharding, [
  *   { from: 0, to: 999, target: 'postgres://db-a/app' },
  *   { from: 1000, to: 1999, target: 'postgres://db-b/app' },
  * ])
@@ -24,20 +25,20 @@ export interface ShardRange<T> {
  * ```
  */
 export class ShardMap<T> {
-  readonly layout: Layout
+  readonly sharding: Sharding
   /** The ranges, sorted by `from`. */
   readonly ranges: readonly ShardRange<T>[]
 
   /**
    * @throws InvalidArgumentError for overlapping ranges or bounds that are not integers.
-   * @throws ShardOutOfRangeError for bounds outside the layout.
+   * @throws ShardOutOfRangeError for bounds outside the logical shards.
    */
-  constructor(layout: Layout, ranges: readonly ShardRange<T>[]) {
+  constructor(sharding: Sharding, ranges: readonly ShardRange<T>[]) {
     const sorted = [...ranges].sort((a, b) => a.from - b.from)
     let previous: ShardRange<T> | undefined
     for (const range of sorted) {
-      layout.checkShard(range.from)
-      layout.checkShard(range.to)
+      sharding.checkShard(range.from)
+      sharding.checkShard(range.to)
       if (range.to < range.from) {
         throw new InvalidArgumentError(
           `Shard range ${range.from}-${range.to} ends before it starts.`,
@@ -50,13 +51,18 @@ export class ShardMap<T> {
       }
       previous = range
     }
-    this.layout = layout
+    this.sharding = sharding
     this.ranges = Object.freeze(sorted.map((range) => Object.freeze({ ...range })))
   }
 
-  /** A map that puts every shard in `from`..`to` on one target. */
-  static single<T>(layout: Layout, target: T, from = 0, to = layout.shardCount - 1): ShardMap<T> {
-    return new ShardMap(layout, [{ from, to, target }])
+  /** A map that puts every logical shard in `from`..`to` on one target. */
+  static single<T>(
+    sharding: Sharding,
+    target: T,
+    from = 0,
+    to = sharding.logicalShards - 1,
+  ): ShardMap<T> {
+    return new ShardMap(sharding, [{ from, to, target }])
   }
 
   /** The target holding a logical shard. @throws ShardOutOfRangeError when no range has it. */
@@ -73,7 +79,7 @@ export class ShardMap<T> {
 
   /** The target holding the row with this ID (its shard read from the ID). */
   targetForId(id: IdInput): T {
-    return this.targetFor(this.layout.shardOf(id))
+    return this.targetFor(this.sharding.shardOfId(id))
   }
 
   /** True when the map has this shard. */
@@ -117,54 +123,66 @@ export class ShardMap<T> {
 }
 
 /**
- * Parses `"0-1999"`, `"5"` or `"0-9,20-29"` into shard numbers (CLI flags, env variables).
+ * Parses `"0-1999"`, `"5"` or `"0-9,20-29"` into inclusive ranges, without expanding them (CLI
+ * flags, env variables).
  * @throws InvalidArgumentError on anything else.
  */
-export function parseShardList(text: string): number[] {
-  const shards: number[] = []
-  for (const part of text.split(',')) {
-    const match = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(part)
-    if (!match) throw new InvalidArgumentError(`Not a shard list: ${JSON.stringify(text)}.`)
-    const from = Number(match[1])
-    const to = match[2] === undefined ? from : Number(match[2])
-    if (to < from)
-      throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
-    for (let s = from; s <= to; s++) shards.push(s)
-  }
-  return [...new Set(shards)].sort((a, b) => a - b)
+export function parseShardRanges(text: string): { from: number; to: number }[] {
+  return String(text)
+    .split(',')
+    .map((part) => {
+      const match = /^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$/.exec(part)
+      if (!match) throw new InvalidArgumentError(`Not a shard list: ${JSON.stringify(text)}.`)
+      const from = Number(match[1])
+      const to = match[2] === undefined ? from : Number(match[2])
+      if (to < from) {
+        throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
+      }
+      return { from, to }
+    })
 }
 
-/** Which logical shards: a list, an inclusive range, or a `"0-99,200"` string. */
-export type ShardList = readonly number[] | string | { from: number; to: number }
+/** Which logical shards: `'all'`, a list, an inclusive range, or a `"0-99,200"` string. */
+export type ShardList = 'all' | readonly number[] | string | { from: number; to: number }
 
 /**
- * The shards of a {@link ShardList}, distinct, ascending, and each checked against the layout.
+ * The shards of a {@link ShardList}, distinct and ascending. Every bound is checked against the
+ * logical shards before anything is expanded, so a stray `"0-4000000000"` fails at once.
  *
  * @example
  * ```ts
- * readShardList('0-2,5', instagram) // [0, 1, 2, 5]
- * readShardList({ from: 7, to: 9 }, instagram) // [7, 8, 9]
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
+ * readShardList('0-2,5', sharding) // [0, 1, 2, 5]
+ * readShardList({ from: 7, to: 9 }, sharding) // [7, 8, 9]
+ * readShardList('all', sharding) // 0 to 63
  * ```
  * @throws InvalidArgumentError for an empty list or a range that ends before it starts.
- * @throws ShardOutOfRangeError for a shard the layout cannot hold.
+ * @throws ShardOutOfRangeError for a shard outside the logical shards.
  */
-export function readShardList(shards: ShardList, layout: Layout): number[] {
-  let list: number[]
-  if (typeof shards === 'string') list = parseShardList(shards)
+export function readShardList(shards: ShardList, sharding: Sharding): number[] {
+  let ranges: { from: number; to: number }[]
+  if (shards === 'all') ranges = [{ from: 0, to: sharding.logicalShards - 1 }]
+  else if (typeof shards === 'string') ranges = parseShardRanges(shards)
   else if (Array.isArray(shards)) {
-    list = [...new Set(shards as readonly number[])].sort((a, b) => a - b)
+    ranges = (shards as readonly number[]).map((shard) => ({ from: shard, to: shard }))
+  } else if (typeof shards === 'object' && shards !== null) {
+    ranges = [shards as { from: number; to: number }]
   } else {
-    const { from, to } = shards as { from: number; to: number }
-    layout.checkShard(from)
-    layout.checkShard(to)
+    throw new InvalidArgumentError(
+      `shards must be 'all', a list, a { from, to } range or a "0-99,200" string, got ${String(shards)}.`,
+    )
+  }
+  if (ranges.length === 0) throw new InvalidArgumentError('No shards given.')
+  for (const { from, to } of ranges) {
+    sharding.checkShard(from)
+    sharding.checkShard(to)
     if (to < from) {
       throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
     }
-    list = Array.from({ length: to - from + 1 }, (_, i) => from + i)
   }
-  if (list.length === 0) throw new InvalidArgumentError('No shards given.')
-  for (const shard of list) layout.checkShard(shard)
-  return list
+  const set = new Set<number>()
+  for (const { from, to } of ranges) for (let shard = from; shard <= to; shard++) set.add(shard)
+  return [...set].sort((a, b) => a - b)
 }
 
 /**

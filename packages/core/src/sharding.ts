@@ -1,0 +1,270 @@
+import {
+  InvalidArgumentError,
+  InvalidShardRuleError,
+  MissingShardKeyError,
+  ShardingMismatchError,
+  ShardOutOfRangeError,
+} from './errors'
+import { type IdInput, toBigInt } from './id-value'
+import type { Layout, LayoutDescription } from './layout'
+import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
+
+/** What {@link defineSharding} takes. */
+export interface ShardingOptions {
+  /** The layout of every ID the application makes. */
+  readonly layout: Layout
+  /**
+   * How many logical shards keys are spread over: a shard key `k` goes to shard
+   * `k mod logicalShards` (strings are hashed first). Decided once, at launch, and never changed:
+   * it is baked into every ID. Rows move between servers by moving logical shards, not by
+   * changing this. At most `layout.shardCount`.
+   */
+  readonly logicalShards: number
+}
+
+/** {@link Sharding.toJSON}'s shape, and what installers record in the database. */
+export interface ShardingDescription {
+  readonly layout: LayoutDescription
+  readonly logicalShards: number
+}
+
+/**
+ * Where a row's shard comes from, the same in every ORM adapter.
+ * - `shardBy`: a field (or function) holding a plain {@link ShardKey} (a tenant id, an email).
+ *   The shard is `key mod logicalShards`, or the key's hash for strings. A field that holds
+ *   another sharded row's ID is refused when the entity is defined: use `sameShardAs`.
+ * - `sameShardAs`: a relation or a foreign-key field holding a sharded parent's ID; the row goes
+ *   where the parent is (comments with their post). The shard is read from the parent's ID.
+ * - `shard`: a fixed logical shard.
+ */
+export type ShardRule<T = Record<string, unknown>> =
+  | {
+      readonly shardBy: (keyof T & string) | ((entity: T) => ShardKey | null | undefined)
+      /** @default 'auto' */
+      readonly stringKeys?: StringKeyMode
+    }
+  | { readonly sameShardAs: (keyof T & string) | ((entity: T) => IdInput | null | undefined) }
+  | { readonly shard: number }
+
+/**
+ * The layout and the number of logical shards of an application, decided once and handed to
+ * every source and adapter, so that one key lands on one shard whoever writes the row.
+ * Database installers record it, and database sources compare it with what they find there
+ * (`ShardingMismatchError`).
+ *
+ * @example
+ * ```ts
+ * import { defineSharding, instagram } from '@shardflake/core'
+ *
+ * export const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * sharding.shardForKey(31341n) // 1341, as in "Sharding & IDs at Instagram"
+ * ```
+ */
+export class Sharding {
+  readonly layout: Layout
+  readonly logicalShards: number
+
+  /** @throws InvalidArgumentError when `logicalShards` is not an integer from 1 to `layout.shardCount`. */
+  constructor(options: ShardingOptions) {
+    const { layout, logicalShards } = options ?? {}
+    if (!layout || typeof layout.shardOf !== 'function') {
+      throw new InvalidArgumentError('defineSharding needs a layout (defineLayout, or a preset).')
+    }
+    if (
+      !Number.isSafeInteger(logicalShards) ||
+      logicalShards < 1 ||
+      logicalShards > layout.shardCount
+    ) {
+      throw new InvalidArgumentError(
+        `logicalShards must be an integer from 1 to ${layout.shardCount} (the shards layout ${JSON.stringify(layout.name)} can address), got ${String(logicalShards)}. Pick it once, at launch: it decides where every key goes.`,
+      )
+    }
+    this.layout = layout
+    this.logicalShards = logicalShards
+    Object.freeze(this)
+  }
+
+  /**
+   * The logical shard of a key: integers (and digit strings, in `'auto'` mode) modulo
+   * `logicalShards`, other strings by their FNV-1a hash.
+   * @throws MissingShardKeyError for `null`/`undefined`.
+   */
+  shardForKey(key: ShardKey | null | undefined, mode: StringKeyMode = 'auto'): number {
+    return shardForKey(key, this.logicalShards, mode)
+  }
+
+  /**
+   * The logical shard a row with this ID lives on, read from the ID.
+   * @throws InvalidIdError for a value that is not an ID of the layout.
+   * @throws ShardOutOfRangeError when the ID's shard is not one of the logical shards.
+   */
+  shardOfId(id: IdInput): number {
+    return this.checkShard(this.layout.shardOf(id), `ID ${String(id)}`)
+  }
+
+  /**
+   * Throws unless `shard` is one of the logical shards (0 to `logicalShards - 1`).
+   * @returns the shard
+   * @throws ShardOutOfRangeError
+   */
+  checkShard(shard: number, what = 'Shard'): number {
+    if (!Number.isInteger(shard) || shard < 0 || shard >= this.logicalShards) {
+      throw new ShardOutOfRangeError(
+        shard,
+        `${what === 'Shard' ? 'Shard' : `${what} is on shard`} ${String(shard)}, outside the ${this.logicalShards} logical shards (0 to ${this.logicalShards - 1}).`,
+      )
+    }
+    return shard
+  }
+
+  /**
+   * Applies a {@link ShardRule} to one new row. Adapters call it for every row they place.
+   * @param entityName named in error messages.
+   * @throws MissingShardKeyError when the rule's field is empty.
+   * @throws ShardOutOfRangeError when the result is not one of the logical shards.
+   */
+  resolveShard<T>(rule: ShardRule<T>, entity: T, entityName?: string): number {
+    const where = entityName ? ` of ${entityName}` : ''
+    if ('shard' in rule) return this.checkShard(rule.shard)
+    if ('sameShardAs' in rule) {
+      const ref = rule.sameShardAs
+      const parent =
+        typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
+      if (parent === null || parent === undefined) {
+        throw new MissingShardKeyError(
+          `The parent ID${where} (${typeof ref === 'function' ? 'sameShardAs function' : `field '${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
+        )
+      }
+      return this.shardOfId(toBigInt(parent as IdInput, `Parent ID${where}`))
+    }
+    const ref = rule.shardBy
+    const key = typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
+    if (key === null || key === undefined) {
+      throw new MissingShardKeyError(
+        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is missing: set it before saving, or give the ID yourself.`,
+      )
+    }
+    if (typeof key !== 'bigint' && typeof key !== 'number' && typeof key !== 'string') {
+      throw new InvalidArgumentError(
+        `The shard key${where} must be a bigint, number or string, got ${typeof key}.`,
+      )
+    }
+    return this.shardForKey(key, rule.stringKeys)
+  }
+
+  /** True when both make the same IDs and place the same keys on the same shards. */
+  equals(other: Sharding | ShardingDescription): boolean {
+    const layout = other.layout
+    const a = this.layout
+    return (
+      other.logicalShards === this.logicalShards &&
+      layout.epoch === a.epoch &&
+      layout.timeUnitMs === a.timeUnitMs &&
+      layout.timeBits === a.timeBits &&
+      layout.shardBits === a.shardBits &&
+      layout.workerBits === a.workerBits &&
+      layout.sequenceBits === a.sequenceBits &&
+      layout.order.join() === a.order.join()
+    )
+  }
+
+  /**
+   * Throws unless `other` (another source's sharding, or what an installer recorded in a
+   * database) equals this one.
+   * @param what names the other side in the message ("database app_0003", "the source of shards 0-99").
+   * @throws ShardingMismatchError
+   */
+  checkSame(other: Sharding | ShardingDescription, what: string): void {
+    if (this.equals(other)) return
+    throw new ShardingMismatchError(
+      `${what} uses ${describe(other)}, but this application uses ${describe(this)}. Keys would land on different shards depending on who writes the row: use one defineSharding({ layout, logicalShards }) everywhere${what.startsWith('database') || what.startsWith('server') ? ', the one it was installed with' : ''}.`,
+    )
+  }
+
+  /** A short description for messages: layout and logical shards. */
+  toString(): string {
+    return describe(this)
+  }
+
+  /** Plain data, as installers record it. */
+  toJSON(): ShardingDescription {
+    return { layout: this.layout.toJSON(), logicalShards: this.logicalShards }
+  }
+}
+
+function describe(sharding: Sharding | ShardingDescription): string {
+  const { layout } = sharding
+  return `layout ${JSON.stringify(layout.name)} (${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, epoch ${new Date(layout.epoch).toISOString()}) with logicalShards ${sharding.logicalShards}`
+}
+
+/**
+ * Decides the sharding of an application: its layout and how many logical shards keys are
+ * spread over. Hand the result to every source and adapter.
+ * @throws InvalidArgumentError
+ * @example
+ * ```ts
+ * import { defineSharding, instagram, InProcessSource } from '@shardflake/core'
+ *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * const source = new InProcessSource({ sharding, shards: 'all' })
+ * source.nextId(sharding.shardForKey(31341n))
+ * ```
+ */
+export function defineSharding(options: ShardingOptions): Sharding {
+  return new Sharding(options)
+}
+
+/**
+ * Throws unless `rule` is a well-formed {@link ShardRule}: exactly one of `shardBy`,
+ * `sameShardAs`, `shard`, naming a field or giving a function. Adapters call it when an entity is
+ * defined.
+ * @throws InvalidShardRuleError
+ */
+export function checkShardRule(rule: unknown, entityName: string): ShardRule<never> {
+  const fail = (why: string): never => {
+    throw new InvalidShardRuleError(
+      `The shard rule of ${entityName} ${why}. Give exactly one of { shardBy: 'field' } (a plain key such as a tenant id), { sameShardAs: 'parent' } (a relation or foreign key holding a sharded parent's ID) or { shard: n }.`,
+    )
+  }
+  if (typeof rule !== 'object' || rule === null) return fail('is missing')
+  const keys = ['shardBy', 'sameShardAs', 'shard'].filter(
+    (key) => (rule as Record<string, unknown>)[key] !== undefined,
+  )
+  if (keys.length !== 1) {
+    return fail(keys.length === 0 ? 'names no field' : `has ${keys.join(' and ')}`)
+  }
+  const value = (rule as Record<string, unknown>)[keys[0]!]
+  if (keys[0] === 'shard') {
+    if (!Number.isInteger(value) || (value as number) < 0) {
+      return fail(`has shard ${String(value)}, not a shard number`)
+    }
+  } else if (typeof value === 'string' ? value.length === 0 : typeof value !== 'function') {
+    return fail(`has ${keys[0]} ${JSON.stringify(value)}, neither a field name nor a function`)
+  }
+  return rule as ShardRule<never>
+}
+
+/**
+ * The error for `shardBy` on a field that holds a sharded row's ID: the modulo would read the
+ * ID's sequence bits and scatter the children away from their parent. Adapters throw it when
+ * the entity is defined.
+ */
+export function shardByOnShardedIdError(
+  entityName: string,
+  field: string,
+  parentName: string,
+  relation?: string,
+): InvalidShardRuleError {
+  return new InvalidShardRuleError(
+    `${entityName}: shardBy '${field}' holds the ID of ${parentName}, which is itself a sharded ID. Its shard is in the ID's shard bits, not in its value modulo logicalShards: use { sameShardAs: '${relation ?? field}' } to put each ${entityName} on its ${parentName}'s shard.`,
+  )
+}
+
+/** A rule in words, for messages. */
+export function describeShardRule(rule: ShardRule<never>): string {
+  if ('shard' in rule) return `shard ${rule.shard}`
+  if ('sameShardAs' in rule) {
+    return `sameShardAs ${typeof rule.sameShardAs === 'function' ? '(function)' : `'${rule.sameShardAs}'`}`
+  }
+  return `shardBy ${typeof rule.shardBy === 'function' ? '(function)' : `'${rule.shardBy}'`}`
+}

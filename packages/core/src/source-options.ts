@@ -1,0 +1,44 @@
+import { InvalidArgumentError } from './errors'
+
+/**
+ * The defaults every source shares, so one option means the same everywhere. Each source's
+ * options document which of these it uses.
+ */
+export const SOURCE_DEFAULTS = Object.freeze({
+  /**
+   * How far a shard's time field may run ahead of the clock, in ms: a burst borrows future
+   * ticks up to this far, and a clock step back up to this far is absorbed.
+   */
+  maxDriftMs: 1000,
+  /** The longest a source waits for the clock to catch up before it throws, in ms. */
+  maxWaitMs: 100,
+  /** The longest a database source waits for a server's answer before it gives up on it, in ms. */
+  timeoutMs: 2000,
+  /** How long a source skips a server that failed before trying it again, in ms. */
+  retryAfterMs: 1000,
+})
+
+/** The largest value each duration option accepts: one day, in ms. */
+export const MAX_DURATION_MS = 86_400_000
+
+/**
+ * Reads a duration option in ms: `undefined` gives `fallback`; anything else must be an integer
+ * from `min` to `max`. Sources call it in their constructors, so a bad value fails at startup.
+ * @throws InvalidArgumentError naming the option and its bounds.
+ */
+export function readDuration(
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  bounds: { readonly min?: number; readonly max?: number } = {},
+): number {
+  if (value === undefined) return fallback
+  const min = bounds.min ?? 0
+  const max = bounds.max ?? MAX_DURATION_MS
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(
+      `${name} must be an integer number of ms from ${min} to ${max}, got ${String(value)}.`,
+    )
+  }
+  return value
+}
