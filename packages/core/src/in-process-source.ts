@@ -132,7 +132,7 @@ export class InProcessSource implements SyncIdSource {
     const sharding = options?.sharding
     if (!sharding?.layout || !Number.isInteger(sharding.logicalShards)) {
       throw new ConfigurationError(
-        'InProcessSource needs the application\'s sharding: new InProcessSource({ sharding: defineSharding({ layout, logicalShards }), shards }). logicalShards decides where every key goes and must be the same for every source.',
+        "InProcessSource needs the application's sharding: new InProcessSource({ sharding: defineSharding({ layout, logicalShards }), shards }). logicalShards decides where every key goes and must be the same for every source.",
       )
     }
     const { layout } = sharding
@@ -257,7 +257,8 @@ export class InProcessSource implements SyncIdSource {
     const fail = () => {
       // A clock reading below one already seen means the clock stepped back; otherwise the
       // time field ran ahead because more IDs were asked than the shard makes in maxDriftMs.
-      if (now < state.seen) return new ClockMovedBackwardsError((state.seen - now) * unit, this.maxWaitMs)
+      if (now < state.seen)
+        return new ClockMovedBackwardsError((state.seen - now) * unit, this.maxWaitMs)
       return new ShardOverloadedError(
         `Shard ${state.shard} was asked for more IDs than it makes within its ${this.maxDriftUnits * unit} ms drift allowance (${this.layout.capacityPerMs} per ms) and the ${this.maxWaitMs} ms it may wait. The clock is fine; nothing was issued. Ask for fewer IDs per call, spread rows over more shards, or raise maxDriftMs.`,
       )

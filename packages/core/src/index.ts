@@ -56,10 +56,10 @@ export {
   checkShardRule,
   defineSharding,
   describeShardRule,
+  Sharding,
   type ShardingDescription,
   type ShardingOptions,
   type ShardRule,
-  Sharding,
   shardByOnShardedIdError,
 } from './sharding'
 export { MAX_DURATION_MS, readDuration, SOURCE_DEFAULTS } from './source-options'
