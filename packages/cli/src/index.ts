@@ -1,2 +1,3 @@
+export type { CliIo } from './cli-io'
 export { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
-export { type CliIo, createProgram, runCli } from './program'
+export { createProgram, runCli } from './program'

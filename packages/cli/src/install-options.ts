@@ -1,23 +1,26 @@
 import {
+  defineSharding,
   InvalidArgumentError,
-  type Layout,
-  parseShardList,
+  readShardList,
   ShardflakeError,
+  type Sharding,
   SourceUnavailableError,
 } from '@shardflake/core'
 import type { Command } from 'commander'
+import type { CliIo } from './cli-io'
 import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
-import type { CliIo } from './program'
 
 /** The flags {@link addShardOptions} adds (with the layout's), as commander parses them. */
 export interface ShardFlags extends LayoutFlags {
+  logicalShards: string
   shards: string
   schemaPrefix: string
   url?: string
 }
 
 /**
- * Adds what every `sql <db>` / `install <db>` command takes: the required `--shards`, the
+ * Adds what every `sql <db>` / `install <db>` command takes: the required `--logical-shards`
+ * and `--shards`, the
  * `--schema-prefix` (shard n lives in `<prefix><n>`, described as `container`), the command's own
  * options (`own`, listed before the layout's in `--help`) and the layout flags.
  */
@@ -29,34 +32,46 @@ export function addShardOptions(
   return addLayoutOptions(
     own(
       command
-        .requiredOption('--shards <list>', 'logical shards: a-b, or a list like 0-99,200')
+        .requiredOption(
+          '--logical-shards <n>',
+          'how many logical shards keys are spread over (decided once; recorded in the database)',
+        )
+        .requiredOption(
+          '--shards <list>',
+          'logical shards to install here: a-b, a list like 0-99,200, or all',
+        )
         .option('--schema-prefix <prefix>', `${container} of shard n is <prefix><n>`, 'shard_'),
     ),
   )
 }
 
 /**
- * The layout and the shards of the flags. The epoch is required (it is baked into the SQL), and
- * every shard must fit the layout.
- * @throws InvalidArgumentError / InvalidLayoutError / ShardOutOfRangeError with a message for the user.
+ * The sharding and the shards of the flags. The epoch is required (it is baked into the SQL);
+ * the layout must still be able to make IDs; every shard bound is checked before the list is
+ * expanded.
+ * @throws InvalidArgumentError / InvalidLayoutError / TimeExhaustedError / ShardOutOfRangeError
+ * with a message for the user.
  */
-export function readShardFlags(flags: ShardFlags): { layout: Layout; shards: number[] } {
+export function readShardFlags(flags: ShardFlags): { sharding: Sharding; shards: number[] } {
   if (flags.epoch === undefined) {
     throw new InvalidArgumentError(
       'Give the epoch of your IDs with --epoch <ISO date> (pick it once, at launch; it is baked into the SQL).',
     )
   }
   const layout = readLayout(flags)
-  const shards = parseShardList(flags.shards)
-  for (const shard of shards) layout.checkShard(shard)
-  return { layout, shards }
+  layout.checkGenerating()
+  const logicalShards = wholeNumberFlag('--logical-shards', flags.logicalShards)
+  const sharding = defineSharding({ layout, logicalShards: logicalShards ?? Number.NaN })
+  return { sharding, shards: readShardList(flags.shards, sharding) }
 }
 
 /** A whole-number flag as a number (undefined when not given). @throws InvalidArgumentError */
 export function wholeNumberFlag(flag: string, value: string | undefined): number | undefined {
   if (value === undefined) return undefined
-  if (!/^\d+$/.test(value)) {
-    throw new InvalidArgumentError(`${flag} must be a whole number, got ${JSON.stringify(value)}.`)
+  if (!/^\d{1,15}$/.test(value)) {
+    throw new InvalidArgumentError(
+      `${flag} must be a whole number (at most 15 digits), got ${JSON.stringify(value)}.`,
+    )
   }
   return Number(value)
 }

@@ -5,20 +5,10 @@ import {
   ShardflakeError,
 } from '@shardflake/core'
 import { Command, CommanderError } from 'commander'
+import { type CliIo, processIo } from './cli-io'
 import { registerMysqlCommands } from './commands/mysql'
 import { registerPostgresCommands } from './commands/postgres'
 import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
-
-/** Where the CLI writes; tests pass their own. */
-export interface CliIo {
-  stdout: (text: string) => void
-  stderr: (text: string) => void
-}
-
-const processIo: CliIo = {
-  stdout: (text) => process.stdout.write(`${text}\n`),
-  stderr: (text) => process.stderr.write(`${text}\n`),
-}
 
 /**
  * The `shardflake` program. `decode`, `compose` and `layout` work on IDs and layouts; `sql` and
@@ -109,8 +99,10 @@ export function createProgram(io: CliIo = processIo): Command {
  */
 export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const program = createProgram(io)
+  // `help install postgres` shows the options of `install postgres`, as `install postgres --help` does.
+  const args = argv[0] === 'help' && argv.length > 2 ? [...argv.slice(1), '--help'] : [...argv]
   try {
-    await program.parseAsync([...argv], { from: 'user' })
+    await program.parseAsync(args, { from: 'user' })
     return 0
   } catch (error) {
     if (error instanceof CommanderError) {

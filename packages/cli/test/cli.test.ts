@@ -92,4 +92,52 @@ describe('shardflake CLI', () => {
     )
     expect((await run('decode', '1', '--layout', 'nope')).code).not.toBe(0)
   })
+
+  it('shows the options of a nested command through `help`', async () => {
+    const help = await run('help', 'install', 'postgres')
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/--logical-shards <n>/)
+    expect(help.stdout).toMatch(/--shards <list>/)
+    expect(help.stdout).toEqual((await run('install', 'postgres', '--help')).stdout)
+  })
+
+  it('checks shard flags before expanding them, and refuses an exhausted layout', async () => {
+    const flags = ['--epoch', '2025-01-01T00:00:00Z', '--logical-shards', '64']
+    const huge = await run('sql', 'postgres', ...flags, '--shards', '0-99999999999')
+    expect(huge.code).toBe(1)
+    expect(huge.stderr).toMatch(/outside the 64 logical shards/)
+    const missing = await run('sql', 'postgres', '--epoch', '2025-01-01T00:00:00Z', '--shards', '0')
+    expect(missing.code).not.toBe(0)
+    const tooMany = await run(
+      'sql',
+      'postgres',
+      '--epoch',
+      '2025-01-01T00:00:00Z',
+      '--logical-shards',
+      '9000',
+      '--shards',
+      '0',
+    )
+    expect(tooMany.stderr).toMatch(/logicalShards must be an integer from 1 to 8192/)
+    const exhausted = await run(
+      'install',
+      'postgres',
+      '--epoch',
+      '0',
+      '--time-bits',
+      '30',
+      '--shard-bits',
+      '13',
+      '--sequence-bits',
+      '10',
+      '--logical-shards',
+      '64',
+      '--shards',
+      '0',
+      '--url',
+      'postgres://127.0.0.1:1/none',
+    )
+    expect(exhausted.code).toBe(1)
+    expect(exhausted.stderr).toMatch(/can no longer make IDs/)
+  })
 })

@@ -1,5 +1,6 @@
 import { formatShardList, SourceUnavailableError } from '@shardflake/core'
 import type { Command } from 'commander'
+import type { CliIo } from '../cli-io'
 import {
   addShardOptions,
   progressBar,
@@ -10,7 +11,6 @@ import {
   urlFlag,
   wholeNumberFlag,
 } from '../install-options'
-import type { CliIo } from '../program'
 
 interface PostgresFlags extends ShardFlags {
   schema: string
