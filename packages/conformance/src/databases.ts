@@ -1,5 +1,6 @@
 import mysql from 'mysql2/promise'
 import pg from 'pg'
+import { runTag } from './run-tag'
 
 /** The two server families the suites run on. */
 export type Dialect = 'postgres' | 'mysql'
@@ -10,9 +11,12 @@ export type Dialect = 'postgres' | 'mysql'
  */
 export interface RawDatabase {
   readonly dialect: Dialect
+  /** The database's name: the name asked for, suffixed with {@link runTag}. */
+  readonly name: string
   /** The connection URL of this database (for the ORM under test). */
   readonly url: string
   query(sql: string, params?: readonly unknown[]): Promise<Record<string, unknown>[]>
+  /** Ends the connections and drops the database (close the ORM first). */
   close(): Promise<void>
 }
 
@@ -33,43 +37,63 @@ export function mysqlUrl(database?: string): string {
 const SAFE_NAME = /^[a-z_][a-z0-9_]{0,62}$/
 
 /**
- * Drops and creates database `name` on the server of `dialect` and returns a raw connection to
- * it. Give every test file its own name so files can run in parallel.
+ * Creates database `${base}_${runTag()}` on the server of `dialect` and returns a raw connection
+ * to it; `close()` drops it. The run tag keeps two runs (and two files, given their own `base`)
+ * apart, so nothing shared is ever dropped.
  */
-export async function freshDatabase(dialect: Dialect, name: string): Promise<RawDatabase> {
-  if (!SAFE_NAME.test(name)) throw new Error(`Not a safe database name: ${name}`)
+export async function freshDatabase(dialect: Dialect, base: string): Promise<RawDatabase> {
+  const name = `${base}_${runTag()}`
+  if (!SAFE_NAME.test(name)) {
+    throw new Error(
+      `Not a safe database name: ${name} (lowercase letters, digits and _, at most 63 characters with the run tag: shorten ${JSON.stringify(base)}).`,
+    )
+  }
   return dialect === 'postgres' ? freshPostgres(name) : freshMysql(name)
 }
 
-async function freshPostgres(name: string): Promise<RawDatabase> {
+async function postgresAdmin(statement: string): Promise<void> {
   const admin = new pg.Client({ connectionString: postgresUrl() })
   await admin.connect()
   try {
-    await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-    await admin.query(`CREATE DATABASE "${name}"`)
+    await admin.query(statement)
   } finally {
     await admin.end()
   }
+}
+
+async function freshPostgres(name: string): Promise<RawDatabase> {
+  // The name is this run's own: dropping it WITH (FORCE) cannot touch another run's database.
+  await postgresAdmin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+  await postgresAdmin(`CREATE DATABASE "${name}"`)
   const url = postgresUrl(name)
   const pool = new pg.Pool({ connectionString: url, max: 4 })
+  pool.on('error', () => undefined)
   return {
     dialect: 'postgres',
+    name,
     url,
     async query(sql, params = []) {
       return (await pool.query(sql, [...params])).rows
     },
-    close: () => pool.end(),
+    async close() {
+      await pool.end()
+      await postgresAdmin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+    },
+  }
+}
+
+async function mysqlAdmin(statement: string): Promise<void> {
+  const admin = await mysql.createConnection({ uri: mysqlUrl() })
+  try {
+    await admin.query(statement)
+  } finally {
+    await admin.end()
   }
 }
 
 async function freshMysql(name: string): Promise<RawDatabase> {
-  const admin = await mysql.createConnection({ uri: mysqlUrl() })
-  try {
-    await admin.query(`DROP DATABASE IF EXISTS \`${name}\``)
-    await admin.query(`CREATE DATABASE \`${name}\``)
-  } finally {
-    await admin.end()
-  }
+  await mysqlAdmin(`DROP DATABASE IF EXISTS \`${name}\``)
+  await mysqlAdmin(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4`)
   const url = mysqlUrl(name)
   const pool = mysql.createPool({
     uri: url,
@@ -80,11 +104,15 @@ async function freshMysql(name: string): Promise<RawDatabase> {
   })
   return {
     dialect: 'mysql',
+    name,
     url,
     async query(sql, params = []) {
       const [rows] = await pool.query(sql, [...params])
       return Array.isArray(rows) ? (rows as Record<string, unknown>[]) : []
     },
-    close: () => pool.end(),
+    async close() {
+      await pool.end()
+      await mysqlAdmin(`DROP DATABASE IF EXISTS \`${name}\``)
+    },
   }
 }

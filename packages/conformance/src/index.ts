@@ -1,11 +1,13 @@
 export {
   type AdapterSetupContext,
   type AdapterSuiteOptions,
+  asAsync,
   type BlogThroughOrm,
   blogSchemaSql,
   CountingSource,
   describeAdapter,
   type OrmId,
+  testSharding,
 } from './adapter-suite'
 export {
   type Dialect,
@@ -14,5 +16,11 @@ export {
   postgresUrl,
   type RawDatabase,
 } from './databases'
-export { describePlainIdAdapter, type PlainIdSuiteOptions } from './plain-id-suite'
+export {
+  describePlainIdAdapter,
+  type PlainBlogThroughOrm,
+  type PlainIdSuiteOptions,
+} from './plain-id-suite'
+export { expectedShard, findError, ROUTING_KEYS } from './routing'
+export { runTag } from './run-tag'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'

@@ -3,15 +3,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type BlogThroughOrm, blogSchemaSql, CountingSource, type OrmId } from './adapter-suite'
 import { type Dialect, freshDatabase, type RawDatabase } from './databases'
 
+/** The part of {@link BlogThroughOrm} the plain-ID suite drives (a whole one will do). */
+export type PlainBlogThroughOrm = Omit<BlogThroughOrm, 'createKeyed' | 'addCommentToLoadedPost'>
+
 /** How an adapter is put through {@link describePlainIdAdapter}. */
 export interface PlainIdSuiteOptions {
   dialect: Dialect
-  /** Name of the database the suite creates (unique per test file). */
+  /** Base name of the database the suite creates (unique per test file; the run tag is appended). */
   database: string
-  /** A source of plain IDs, without a layout (ticket servers). */
+  /** A source of plain IDs, without a sharding (ticket servers). */
   createSource: (raw: RawDatabase) => IdSource | Promise<IdSource>
   /** Builds the ORM with the adapter around the given source, on the blog of the adapter suite. */
-  setup: (context: { source: IdSource; raw: RawDatabase }) => Promise<BlogThroughOrm>
+  setup: (context: { source: IdSource; raw: RawDatabase }) => Promise<PlainBlogThroughOrm>
   /** Concurrent loops in the concurrency test. @default 16 */
   concurrency?: number
 }
@@ -41,7 +44,7 @@ export function describePlainIdAdapter(name: string, options: PlainIdSuiteOption
     let raw: RawDatabase
     let inner: IdSource
     let counting: CountingSource
-    let blog: BlogThroughOrm
+    let blog: PlainBlogThroughOrm
     let author: bigint
     const rows = (sql: string) => raw.query(sql)
     const ormId = (id: bigint): OrmId => (blog.idType === 'bigint' ? id : id.toString())
@@ -57,15 +60,17 @@ export function describePlainIdAdapter(name: string, options: PlainIdSuiteOption
       raw = await freshDatabase(options.dialect, options.database)
       for (const statement of blogSchemaSql(options.dialect)) await raw.query(statement)
       inner = await options.createSource(raw)
-      if (inner.layout) throw new Error('This suite is for sources of plain IDs, without a layout.')
-      counting = new CountingSource(inner, 1)
+      if (inner.sharding) {
+        throw new Error('This suite is for sources of plain IDs (sharding: undefined).')
+      }
+      counting = new CountingSource(inner)
       blog = await options.setup({ source: counting, raw })
       author = BigInt(await blog.createAuthor('plain@example.com'))
     })
 
     afterAll(async () => {
       await blog?.close()
-      await inner?.close?.()
+      await inner?.close()
       await raw?.close()
     })
 

@@ -1,8 +1,9 @@
 import {
   type IdSource,
   InvalidArgumentError,
-  type Layout,
-  type ShardflakeError,
+  MAX_IDS_PER_CALL,
+  ShardflakeError,
+  type Sharding,
   ShardOutOfRangeError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -13,13 +14,16 @@ export interface IdSourceSuiteOptions {
   create: () => IdSource | Promise<IdSource>
   /** Two or more logical shards the source serves. */
   shards: readonly number[]
-  /** A shard the source must refuse with `ShardOutOfRangeError`. @default the layout's shardCount */
-  foreignShard?: number
   /**
-   * True when IDs carry a time and shard (everything but ticket servers).
-   * @default true
+   * The sharding the source was made with; the suite checks `source.sharding` against it.
+   * Leave it out for sources of plain IDs (ticket servers).
    */
-  decodable?: boolean
+  sharding?: Sharding
+  /**
+   * A shard the source must refuse with `ShardOutOfRangeError`.
+   * @default `sharding.logicalShards` (the first shard past the logical shards)
+   */
+  foreignShard?: number
   /**
    * How old an ID's embedded time may be when it arrives (prefetch buffers hand out IDs made
    * earlier), in ms.
@@ -32,7 +36,7 @@ export interface IdSourceSuiteOptions {
   idsPerCaller?: number
   /** Size of the one large batch. @default 20_000 */
   largeBatch?: number
-  /** Called after the suite, before `source.close()`. */
+  /** Called after the suite, after `source.close()`. */
   teardown?: () => void | Promise<void>
 }
 
@@ -40,11 +44,18 @@ export interface IdSourceSuiteOptions {
  * The contract of `IdSource` (see its JSDoc), as tests. Every source runs it:
  *
  * ```ts
- * describeIdSource('PostgresSource', { create: () => new PostgresSource({ ... }), shards: [1, 2] })
+ * describeIdSource('PostgresSource', {
+ *   sharding,
+ *   shards: [1, 2],
+ *   create: () => new PostgresSource({ sharding, databases }),
+ * })
  * ```
+ *
+ * Sources whose IDs carry a time and a shard (`source.sharding` set) are checked for the shard
+ * and order of every ID; sources of plain IDs (`sharding: undefined`) for uniqueness only. The
+ * source is closed by the last test (twice: `close()` must be idempotent).
  */
 export function describeIdSource(name: string, options: IdSourceSuiteOptions): void {
-  const decodable = options.decodable ?? true
   const maxAgeMs = options.maxAgeMs ?? 60_000
   const concurrency = options.concurrency ?? 16
   const idsPerCaller = options.idsPerCaller ?? 2_000
@@ -53,28 +64,43 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
 
   describe(`IdSource conformance: ${name}`, () => {
     let source: IdSource
-    let layout: Layout | undefined
+    let sharding: Sharding | undefined
+    let closed = false
 
     beforeAll(async () => {
       expect(options.shards.length).toBeGreaterThanOrEqual(2)
       source = await options.create()
-      layout = source.layout
+      sharding = source.sharding
+      if (options.sharding) {
+        expect(sharding, 'source.sharding').toBeDefined()
+        options.sharding.checkSame(sharding!, 'the source under test')
+      } else {
+        expect(sharding, 'source.sharding of a source of plain IDs').toBeUndefined()
+      }
     })
 
     afterAll(async () => {
+      if (!closed) await source?.close()
       await options.teardown?.()
-      await source?.close?.()
     })
+
+    /** Every ID of a batch is on `shard`, and the batch is ascending. */
+    const expectShardAndOrder = (ids: readonly bigint[], shard: number) => {
+      if (!sharding) return
+      for (const id of ids) expect(sharding.shardOfId(id)).toBe(shard)
+      for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true)
+    }
 
     it('returns a bigint for the requested shard, made about now', async () => {
       const before = Date.now()
       const id = await source.nextId(shardA)
       const after = Date.now()
       expect(typeof id).toBe('bigint')
-      if (decodable) {
-        const decoded = layout!.decompose(id)
-        expect(decoded.shard).toBe(shardA)
-        expect(decoded.timestampMs).toBeGreaterThanOrEqual(before - maxAgeMs - layout!.timeUnitMs)
+      if (sharding) {
+        const { layout } = sharding
+        const decoded = layout.decompose(id)
+        expect(sharding.shardOfId(id)).toBe(shardA)
+        expect(decoded.timestampMs).toBeGreaterThanOrEqual(before - maxAgeMs - layout.timeUnitMs)
         expect(decoded.timestampMs).toBeLessThanOrEqual(after + 1_000)
       }
     })
@@ -85,31 +111,26 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
       await result
     })
 
-    it('returns a batch of distinct, ascending IDs of the shard', async () => {
+    it('returns a batch of distinct, ascending IDs of the asked shard', async () => {
       const ids = await source.nextIds(shardB, 1_000)
       expect(ids).toHaveLength(1_000)
       expect(new Set(ids).size).toBe(1_000)
       for (const id of ids) expect(typeof id).toBe('bigint')
-      if (decodable) {
-        for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true)
-        for (const id of ids) expect(layout!.shardOf(id)).toBe(shardB)
-      }
+      expectShardAndOrder(ids, shardB)
     })
 
     it('keeps IDs of one shard ascending across calls', async () => {
-      if (!decodable) {
-        expect(layout).toBeUndefined()
-        return
-      }
       const ids: bigint[] = []
       for (let i = 0; i < 50; i++) ids.push(await source.nextId(shardA))
       ids.push(...(await source.nextIds(shardA, 50)))
-      for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true)
+      expect(new Set(ids).size).toBe(ids.length)
+      expectShardAndOrder(ids, shardA)
     })
 
     it(`returns ${largeBatch} distinct IDs in one batch`, async () => {
       const ids = await source.nextIds(shardA, largeBatch)
       expect(new Set(ids).size).toBe(largeBatch)
+      expectShardAndOrder(ids, shardA)
     })
 
     it(`never repeats an ID across ${concurrency} concurrent callers and shards`, async () => {
@@ -118,17 +139,21 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
         const shard = caller % 2 === 0 ? shardA : shardB
         while (ids.length < idsPerCaller) {
           if (ids.length % 3 === 0) ids.push(await source.nextId(shard))
-          else ids.push(...(await source.nextIds(shard, Math.min(97, idsPerCaller - ids.length))))
+          else {
+            const batch = await source.nextIds(shard, Math.min(97, idsPerCaller - ids.length))
+            expectShardAndOrder(batch, shard)
+            ids.push(...batch)
+          }
         }
         return ids
       })
       const all = (await Promise.all(callers)).flat()
       expect(all).toHaveLength(concurrency * idsPerCaller)
       expect(new Set(all).size).toBe(all.length)
-      if (decodable) {
+      if (sharding) {
         const perShard = new Map<number, number>()
         for (const id of all) {
-          const shard = layout!.shardOf(id)
+          const shard = sharding.shardOfId(id)
           perShard.set(shard, (perShard.get(shard) ?? 0) + 1)
         }
         expect(perShard.get(shardA)).toBe(Math.ceil(concurrency / 2) * idsPerCaller)
@@ -136,30 +161,49 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
       }
     })
 
-    it('refuses a count that is not a positive integer', async () => {
-      for (const count of [0, -1, 1.5, Number.NaN]) {
-        await expect(async () => source.nextIds(shardA, count)).rejects.toBeInstanceOf(
-          InvalidArgumentError,
-        )
+    it(`refuses a count of 0 or above MAX_IDS_PER_CALL (${MAX_IDS_PER_CALL}) with InvalidArgumentError, before any other check`, async () => {
+      // A count is checked first: even for a shard the source does not serve, the answer is
+      // InvalidArgumentError, so no server was asked.
+      const foreign = options.foreignShard ?? sharding?.logicalShards ?? -1
+      for (const count of [MAX_IDS_PER_CALL + 1, 0, -1, 1.5, Number.NaN, 2 ** 31]) {
+        for (const shard of [shardA, foreign]) {
+          const error = await captureError(() => source.nextIds(shard, count))
+          expect(error, `nextIds(${shard}, ${count})`).toBeInstanceOf(InvalidArgumentError)
+          expect((error as ShardflakeError).code).toBe('INVALID_ARGUMENT')
+        }
       }
     })
 
     it('refuses a shard it does not serve, with ShardOutOfRangeError', async () => {
-      const foreign = options.foreignShard ?? layout?.shardCount ?? -1
+      const foreign = options.foreignShard ?? sharding?.logicalShards ?? -1
       for (const shard of [foreign, -1, 1.5]) {
-        const error = await captureError(() => source.nextId(shard))
-        expect(error).toBeInstanceOf(ShardOutOfRangeError)
-        expect((error as ShardflakeError).code).toBe('SHARD_OUT_OF_RANGE')
+        for (const call of [() => source.nextId(shard), () => source.nextIds(shard, 2)]) {
+          const error = await captureError(call)
+          expect(error, `shard ${shard}`).toBeInstanceOf(ShardOutOfRangeError)
+          expect((error as ShardflakeError).code).toBe('SHARD_OUT_OF_RANGE')
+        }
       }
+    })
+
+    it('still serves after refusing, and closes (twice without complaint)', async () => {
+      const [id] = await source.nextIds(shardB, 1)
+      expect(typeof id).toBe('bigint')
+      closed = true
+      await source.close()
+      await source.close()
     })
   })
 }
 
+/** Runs `action`; returns what it threw (sync or async), which must be a ShardflakeError. */
 async function captureError(action: () => unknown): Promise<unknown> {
+  let error: unknown
   try {
     await action()
-  } catch (error) {
-    return error
+  } catch (caught) {
+    error = caught
   }
-  throw new Error('Expected an error, got none.')
+  if (error === undefined) throw new Error('Expected an error, got none.')
+  expect(error, 'every error a source throws is a ShardflakeError').toBeInstanceOf(ShardflakeError)
+  return error
 }

@@ -1,9 +1,18 @@
-import { InProcessSource, instagram } from '@shardflake/core'
-import { describeIdSource } from '../src'
+import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
+import { asAsync, describeIdSource } from '../src'
+
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 
 describeIdSource('InProcessSource', {
-  create: () => new InProcessSource({ layout: instagram, shards: { from: 0, to: 1999 } }),
+  sharding,
+  create: () => new InProcessSource({ sharding, shards: { from: 0, to: 1999 } }),
   shards: [5, 1341],
-  foreignShard: 2000,
   largeBatch: 200_000,
+})
+
+describeIdSource('InProcessSource behind promises', {
+  sharding,
+  create: () => asAsync(new InProcessSource({ sharding, shards: [7, 8] })),
+  shards: [7, 8],
+  foreignShard: 9,
 })

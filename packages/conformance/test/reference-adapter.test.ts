@@ -3,24 +3,21 @@
  * applied through core's `resolveShard` and IDs fetched through `allocateIds`. It proves the suite
  * itself, and shows ORM adapters what `setup` has to provide.
  */
+import { allocateIds, type IdSource, InProcessSource, type ShardRule } from '@shardflake/core'
 import {
-  allocateIds,
-  type IdSource,
-  InProcessSource,
-  instagram,
-  logicalShardsOf,
-  resolveShard,
-  type ShardRule,
-} from '@shardflake/core'
-import { type BlogThroughOrm, type Dialect, describeAdapter, type RawDatabase } from '../src'
+  asAsync,
+  type BlogThroughOrm,
+  type Dialect,
+  describeAdapter,
+  type RawDatabase,
+} from '../src'
 
 interface Row extends Record<string, unknown> {
   id?: string
 }
 
 function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
-  const layout = source.layout!
-  const logicalShards = logicalShardsOf(source)
+  const sharding = source.sharding!
   const placeholders = (count: number, from: number) =>
     Array.from({ length: count }, (_, i) =>
       raw.dialect === 'postgres' ? `$${from + i}` : '?',
@@ -29,9 +26,7 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
   /** Gives every row without an id one from its rule, one source call per shard. */
   async function assign<T extends Row>(rows: T[], rule: ShardRule<T>, entityName: string) {
     const pending = rows.filter((row) => row.id === undefined)
-    const shards = pending.map((row) =>
-      resolveShard(rule, row, { layout, logicalShards, entityName }),
-    )
+    const shards = pending.map((row) => sharding.resolveShard(rule, row, entityName))
     const ids = await allocateIds(source, shards)
     pending.forEach((row, i) => {
       row.id = ids[i]!.toString()
@@ -48,7 +43,8 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
     )
   }
 
-  const postRule: ShardRule<Row> = { shardBy: 'author_id' }
+  const postRule: ShardRule<Row> = { sameShardAs: 'author_id' }
+  const commentRule: ShardRule<Row> = { sameShardAs: 'post_id' }
   return {
     idType: 'string',
     async createAuthor(email) {
@@ -76,10 +72,26 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
       const postRow: Row = { author_id: post.authorId.toString(), title: post.title }
       await assign([postRow], postRule, 'Post')
       const comments: Row[] = bodies.map((body) => ({ post_id: postRow.id, body }))
-      await assign(comments, { sameShardAs: 'post_id' }, 'Comment')
+      await assign(comments, commentRule, 'Comment')
       await insert('posts', ['id', 'author_id', 'title'], [postRow])
       await insert('comments', ['id', 'post_id', 'body'], comments)
       return { postId: postRow.id!, commentIds: comments.map((row) => row.id!) }
+    },
+    async addCommentToLoadedPost(postId, body) {
+      // "Load" the post and its comments, add one, save what is new.
+      const [post] = await raw.query(`SELECT id FROM posts WHERE id = ${postId}`)
+      const comments: Row[] = await raw.query(`SELECT id FROM comments WHERE post_id = ${postId}`)
+      comments.push({ post_id: String(post?.id), body })
+      const added = comments.filter((row) => row.id === undefined)
+      await assign(added, commentRule, 'Comment')
+      await insert('comments', ['id', 'post_id', 'body'], added)
+      return added[0]!.id!
+    },
+    async createKeyed(shardKey) {
+      const row: Row = { shard_key: shardKey }
+      await assign([row], { shardBy: 'shard_key' }, 'Keyed')
+      await insert('keyed', ['id', 'shard_key'], [row])
+      return row.id!
     },
     async createPostThenFail(post) {
       const row: Row = { author_id: post.authorId.toString(), title: post.title }
@@ -98,25 +110,15 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
 for (const dialect of ['postgres', 'mysql'] as const satisfies readonly Dialect[]) {
   describeAdapter(`plain SQL / ${dialect} / in-process`, {
     dialect,
-    database: `sf_conformance_reference_${dialect}`,
-    createSource: () => new InProcessSource({ layout: instagram, shards: 'all' }),
+    database: `sf_conf_ref_${dialect}`,
+    createSource: (_raw, sharding) => new InProcessSource({ sharding, shards: 'all' }),
     setup: async ({ raw, source }) => plainSqlBlog(raw, source),
   })
 
   describeAdapter(`plain SQL / ${dialect} / async source`, {
     dialect,
-    database: `sf_conformance_reference_async_${dialect}`,
-    createSource: () => asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
+    database: `sf_conf_ref_async_${dialect}`,
+    createSource: (_raw, sharding) => asAsync(new InProcessSource({ sharding, shards: 'all' })),
     setup: async ({ raw, source }) => plainSqlBlog(raw, source),
   })
-}
-
-/** The in-process source behind promises, standing in for a database source. */
-function asAsync(inner: InProcessSource): IdSource {
-  return {
-    layout: inner.layout,
-    synchronous: false,
-    nextId: async (shard) => inner.nextId(shard),
-    nextIds: async (shard, count) => inner.nextIds(shard, count),
-  }
 }
