@@ -23,4 +23,12 @@ export {
 } from './plain-id-suite'
 export { expectedShard, findError, ROUTING_KEYS } from './routing'
 export { runTag } from './run-tag'
+export {
+  freePort,
+  redisCommand,
+  startMariadb,
+  startPostgres,
+  startRedis,
+  type ThrowawayServer,
+} from './servers'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'
