@@ -66,6 +66,8 @@ export type ShardflakeErrorCode =
   | 'CANCELLED'
   | 'LOCK_TIMEOUT'
   | 'SOURCE_UNAVAILABLE'
+  | 'LEASE_EXPIRED'
+  | 'NO_FREE_LEASE'
 
 const RETRYABLE = new Set<ShardflakeErrorCode>([
   'CLOCK_MOVED_BACKWARDS',
@@ -75,6 +77,8 @@ const RETRYABLE = new Set<ShardflakeErrorCode>([
   'TIMED_OUT',
   'LOCK_TIMEOUT',
   'SOURCE_UNAVAILABLE',
+  'LEASE_EXPIRED',
+  'NO_FREE_LEASE',
 ])
 
 /** A layout definition is impossible (widths, epoch, time unit) or is used for something it cannot do. */
@@ -270,5 +274,23 @@ export class LockTimeoutError extends ShardflakeError {
 export class SourceUnavailableError extends ShardflakeError {
   constructor(message: string, options?: ShardflakeErrorOptions) {
     super('SOURCE_UNAVAILABLE', message, options)
+  }
+}
+
+/**
+ * A leased source stopped issuing IDs: its lease could not be renewed in time (the registry was
+ * unreachable) and may have expired, or another holder took it over. Nothing was issued. The
+ * source tries to renew or take a new lease in the background; retry shortly.
+ */
+export class LeaseExpiredError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('LEASE_EXPIRED', message, options)
+  }
+}
+
+/** Every worker the registry may lease is held by a live holder. Retry after a TTL, or use a layout with more worker bits. */
+export class NoFreeLeaseError extends ShardflakeError {
+  constructor(message: string, options?: ShardflakeErrorOptions) {
+    super('NO_FREE_LEASE', message, options)
   }
 }

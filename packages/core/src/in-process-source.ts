@@ -53,6 +53,17 @@ export interface InProcessSourceOptions {
    * @default 100
    */
   maxWaitMs?: number
+  /**
+   * No ID carries a time at or before this instant (ms since 1970): the high-water mark a
+   * previous holder of this worker recorded. The first ID waits for the clock to pass it (up to
+   * `maxWaitMs` beyond the drift allowance). A lease sets it; you rarely need to.
+   */
+  startAfterMs?: number
+  /**
+   * Called with each new time (layout units) before IDs with it are issued; throwing stops the
+   * source from issuing them. Leases use it to stop at their high-water mark.
+   */
+  guard?: (time: number) => void
   /** The clock, in ms since 1970. Inject one in tests. @default Date.now */
   clock?: () => number
   /** Blocks for `ms` milliseconds. Inject one with an injected clock. @default Atomics.wait */
@@ -113,6 +124,8 @@ export class InProcessSource implements SyncIdSource {
   private readonly describeShards: string
   private readonly states: (ShardState | undefined)[] = []
   private closed = false
+  private readonly floor: number
+  private readonly guard: ((time: number) => void) | undefined
   private readonly clock: () => number
   private readonly sleep: (ms: number) => void
   private readonly maxDriftUnits: number
@@ -157,6 +170,8 @@ export class InProcessSource implements SyncIdSource {
     ;[this.owns, this.describeShards, shards] = readSelection(sharding, selection)
     claimShards(this, sharding, shards, this.worker, 'InProcessSource')
     this.maxDriftUnits = Math.floor(maxDriftMs / layout.timeUnitMs)
+    this.floor = options.startAfterMs === undefined ? -1 : layout.timeAt(options.startAfterMs, true)
+    this.guard = options.guard
     this.maxWaitMs = maxWaitMs
     this.clock = options.clock ?? Date.now
     this.sleep = options.sleep ?? blockingSleep
@@ -176,6 +191,13 @@ export class InProcessSource implements SyncIdSource {
       if (state && state.time >= 0) lastTimes.set(shard, state.time)
     })
     releaseShards(this, this.sharding, lastTimes, this.worker)
+  }
+
+  /** The highest time (ms since 1970) any ID of this source carries; -Infinity before the first. */
+  lastIssuedMs(): number {
+    let last = -1
+    for (const state of this.states) if (state && state.time > last) last = state.time
+    return last < 0 ? Number.NEGATIVE_INFINITY : this.layout.epoch + last * this.layout.timeUnitMs
   }
 
   /** One new ID for `shard`. */
@@ -210,7 +232,7 @@ export class InProcessSource implements SyncIdSource {
         `This in-process source does not own logical shard ${String(shard)} (it owns ${this.describeShards}). Another process or database makes IDs for it.`,
       )
     }
-    const last = lastClaimedTime(this.sharding, shard, this.worker)
+    const last = Math.max(lastClaimedTime(this.sharding, shard, this.worker), this.floor)
     const created: ShardState = {
       shard,
       time: last,
@@ -241,6 +263,7 @@ export class InProcessSource implements SyncIdSource {
   private moveTo(state: ShardState, shard: number, time: number): void {
     const { layout } = this
     layout.checkTime(time)
+    this.guard?.(time)
     state.time = time
     state.sequence = 0
     state.base =

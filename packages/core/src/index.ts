@@ -30,6 +30,16 @@ export {
   type LayoutOptions,
 } from './layout'
 export {
+  LeasedSource,
+  type LeasedSourceOptions,
+  type LeaseRecord,
+  type LeaseRegistry,
+  type LeaseRequest,
+  type WorkerLease,
+  workerFromEnvironment,
+} from './lease'
+export { MemoryLeaseRegistry } from './memory-lease-registry'
+export {
   PrefetchBuffers,
   type PrefetchOptions,
   PrefetchSource,
