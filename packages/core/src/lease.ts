@@ -84,7 +84,8 @@ export interface LeasedSourceOptions {
   readonly ttlMs?: number
   /**
    * How long `start` may wait for the clock to pass the previous holder's high-water mark, in ms
-   * (a clock behind the predecessor's). Longer gaps are refused with `ClockMovedBackwardsError`.
+   * (a clock behind the predecessor's), at most half of `ttlMs`. Longer gaps are refused with
+   * `ClockMovedBackwardsError`.
    * @default 2000
    */
   readonly maxStartWaitMs?: number
@@ -96,6 +97,8 @@ export interface LeasedSourceOptions {
   readonly clock?: () => number
   /** A clock that never steps, for lease deadlines. @default performance.now */
   readonly monotonic?: () => number
+  /** Waits `ms` (for a clock behind the previous holder's mark). Inject one with the clocks. @default setTimeout */
+  readonly sleep?: (ms: number) => Promise<void>
 }
 
 /**
@@ -178,6 +181,8 @@ export class LeasedSource implements SyncIdSource {
       maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, 100, { max: 60_000 }),
       clock: options.clock ?? Date.now,
       monotonic: options.monotonic ?? (() => performance.now()),
+      sleep:
+        options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))),
     }
     const { lease, highWaterMs, deadline } = await acquire(full)
     return new LeasedSource(full, lease, highWaterMs, deadline)
@@ -294,11 +299,12 @@ async function acquire(
   // The previous holder may have issued up to its high-water mark: wait for this clock to pass it.
   const behind = lease.startAfterMs - maxDriftMs - clock()
   if (behind > 0) {
-    if (behind > options.maxStartWaitMs) {
+    // Never wait so long that the fresh lease could lapse before it is renewed below.
+    if (behind > Math.min(options.maxStartWaitMs, ttlMs / 2)) {
       await registry.release(lease, lease.startAfterMs).catch(() => undefined)
       throw new ClockMovedBackwardsError(behind, options.maxStartWaitMs)
     }
-    await new Promise((resolve) => setTimeout(resolve, behind))
+    await options.sleep(behind)
   }
   // After a wait, raise the mark so that this holder has a full TTL of room above it.
   let recorded = highWaterMs

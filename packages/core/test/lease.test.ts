@@ -34,6 +34,10 @@ function clocks(start = Date.UTC(2026, 0, 1)) {
       wall += ms
       mono += ms
     },
+    sleep: async (ms: number) => {
+      wall += ms
+      mono += ms
+    },
     stepWall(ms: number) {
       wall += ms
     },
@@ -142,9 +146,10 @@ describe('LeasedSource', () => {
       sharding,
       registry,
       holder: 'second',
-      ttlMs: 1000,
+      ttlMs: 5000,
       maxDriftMs: 0,
       maxStartWaitMs: 5000,
+      sleep: time.sleep,
       clock: time.clock,
       monotonic: time.monotonic,
     })
