@@ -304,7 +304,7 @@ async function acquire(
       await registry.release(lease, lease.startAfterMs).catch(() => undefined)
       throw new ClockMovedBackwardsError(behind, options.maxStartWaitMs)
     }
-    await options.sleep(behind)
+    await options.sleep(behind + 1)
   }
   // After a wait, raise the mark so that this holder has a full TTL of room above it.
   let recorded = highWaterMs
