@@ -1,0 +1,288 @@
+import { type IdSource, ShardflakeError, type ShardflakeErrorCode } from '@shardflake/core'
+
+/**
+ * The codes a source may answer with while its servers are killed, restarted, stopped or its
+ * sessions cancelled. Anything else (a driver error, an `Error`, another code) is a finding.
+ */
+export const FAULT_CODES: ReadonlySet<ShardflakeErrorCode> = new Set<ShardflakeErrorCode>([
+  'CONNECTION_LOST',
+  'CONNECTION_REFUSED',
+  'TIMED_OUT',
+  'CANCELLED',
+  'LOCK_TIMEOUT',
+  'SOURCE_UNAVAILABLE',
+  'SHARD_OVERLOADED',
+])
+
+/** One failure that did not arrive as a ShardflakeError with a fault code. */
+export interface Untyped {
+  readonly source: string
+  readonly what: string
+  readonly name: string
+  readonly code: string | undefined
+  readonly message: string
+  readonly stack: string | undefined
+  readonly causes: string
+}
+
+/** What one window (a server stopped, say) saw. */
+export interface WindowFigures {
+  readonly name: string
+  readonly durationMs: number
+  readonly calls: number
+  readonly ids: number
+  readonly errors: number
+  /** Longest call that started inside the window, in ms. */
+  readonly maxCallMs: number
+}
+
+/** Figures of one source in one scenario. */
+export interface LedgerFigures {
+  readonly source: string
+  readonly calls: number
+  readonly ids: number
+  readonly errors: Record<string, number>
+  readonly untyped: readonly Untyped[]
+  readonly wrongShard: number
+  readonly wrongCount: number
+  readonly maxCallMs: number
+  readonly windows: readonly WindowFigures[]
+}
+
+function describeChain(error: unknown): string {
+  const parts: string[] = []
+  let current: unknown = error
+  for (let depth = 0; current !== undefined && current !== null && depth < 5; depth++) {
+    if (current instanceof Error) {
+      const code = (current as { code?: unknown }).code
+      parts.push(
+        `${current.name}${code === undefined ? '' : `(${String(code)})`}: ${current.message}`,
+      )
+      current = current.cause
+    } else {
+      parts.push(String(current))
+      break
+    }
+  }
+  return parts.join(' <- ')
+}
+
+interface OpenWindow {
+  name: string
+  startedAt: number
+  calls: number
+  ids: number
+  errors: number
+  maxCallMs: number
+}
+
+/**
+ * Everything one source issued (every ID of every acknowledged call, kept as 64-bit integers) and
+ * every error it threw, by code.
+ */
+export class Ledger {
+  readonly source: string
+  calls = 0
+  ids = 0
+  wrongShard = 0
+  wrongCount = 0
+  maxCallMs = 0
+  readonly errors = new Map<string, number>()
+  readonly untyped: Untyped[] = []
+  private readonly chunks: BigUint64Array[] = []
+  private chunk = new BigUint64Array(1 << 16)
+  private filled = 0
+  private readonly windows: WindowFigures[] = []
+  private window: OpenWindow | undefined
+
+  constructor(source: string) {
+    this.source = source
+  }
+
+  /** Records the IDs of one acknowledged call. */
+  acknowledge(ids: readonly bigint[], startedAt: number, endedAt: number): void {
+    this.calls++
+    this.ids += ids.length
+    for (const id of ids) {
+      if (this.filled === this.chunk.length) {
+        this.chunks.push(this.chunk)
+        this.chunk = new BigUint64Array(1 << 16)
+        this.filled = 0
+      }
+      this.chunk[this.filled++] = id
+    }
+    this.took(startedAt, endedAt)
+    if (this.window && startedAt >= this.window.startedAt) {
+      this.window.calls++
+      this.window.ids += ids.length
+    }
+  }
+
+  /** Records a failed call; returns true when it was a ShardflakeError with a fault code. */
+  fail(error: unknown, what: string, startedAt: number, endedAt: number): boolean {
+    this.calls++
+    this.took(startedAt, endedAt)
+    if (this.window && startedAt >= this.window.startedAt) this.window.errors++
+    const typed = error instanceof ShardflakeError && FAULT_CODES.has(error.code)
+    const key =
+      error instanceof ShardflakeError
+        ? error.code
+        : `untyped ${error instanceof Error ? error.name : typeof error}${
+            (error as { code?: unknown })?.code === undefined
+              ? ''
+              : ` ${String((error as { code?: unknown }).code)}`
+          }`
+    this.errors.set(key, (this.errors.get(key) ?? 0) + 1)
+    if (!typed && this.untyped.length < 20) {
+      this.untyped.push({
+        source: this.source,
+        what,
+        name: error instanceof Error ? error.name : typeof error,
+        code:
+          (error as { code?: unknown })?.code === undefined
+            ? undefined
+            : String((error as { code?: unknown }).code),
+        message: error instanceof Error ? error.message : String(error),
+        stack: error instanceof Error ? error.stack?.split('\n').slice(0, 8).join('\n') : undefined,
+        causes: describeChain(error),
+      })
+    }
+    return typed
+  }
+
+  /** Counts an ID outside the shard it was asked for, or a batch of the wrong size. */
+  wrong(kind: 'shard' | 'count'): void {
+    if (kind === 'shard') this.wrongShard++
+    else this.wrongCount++
+  }
+
+  /** Starts counting what calls started from now on get (one window at a time). */
+  openWindow(name: string): void {
+    this.window = { name, startedAt: performance.now(), calls: 0, ids: 0, errors: 0, maxCallMs: 0 }
+  }
+
+  /** Ends the window; calls that started inside and end later still count. */
+  closeWindow(): void {
+    const window = this.window
+    if (!window) return
+    this.window = undefined
+    this.windows.push({
+      name: window.name,
+      durationMs: Math.round(performance.now() - window.startedAt),
+      calls: window.calls,
+      ids: window.ids,
+      errors: window.errors,
+      maxCallMs: Math.round(window.maxCallMs),
+    })
+  }
+
+  /** Every ID acknowledged so far, in one array. */
+  allIds(): BigUint64Array {
+    const all = new BigUint64Array(this.ids)
+    let at = 0
+    for (const chunk of this.chunks) {
+      all.set(chunk, at)
+      at += chunk.length
+    }
+    all.set(this.chunk.subarray(0, this.filled), at)
+    return all
+  }
+
+  figures(): LedgerFigures {
+    return {
+      source: this.source,
+      calls: this.calls,
+      ids: this.ids,
+      errors: Object.fromEntries([...this.errors].sort((a, b) => b[1] - a[1])),
+      untyped: this.untyped,
+      wrongShard: this.wrongShard,
+      wrongCount: this.wrongCount,
+      maxCallMs: Math.round(this.maxCallMs),
+      windows: this.windows,
+    }
+  }
+
+  private took(startedAt: number, endedAt: number): void {
+    const ms = endedAt - startedAt
+    if (ms > this.maxCallMs) this.maxCallMs = ms
+    if (this.window && startedAt >= this.window.startedAt && ms > this.window.maxCallMs) {
+      this.window.maxCallMs = ms
+    }
+  }
+}
+
+/** Sorted copy; returns how many values equal their predecessor (repeats), and a few of them. */
+export function countRepeats(values: BigUint64Array): { repeats: number; examples: bigint[] } {
+  const sorted = values.slice().sort()
+  let repeats = 0
+  const examples: bigint[] = []
+  for (let i = 1; i < sorted.length; i++) {
+    if (sorted[i] === sorted[i - 1]) {
+      repeats++
+      if (examples.length < 10) examples.push(sorted[i]!)
+    }
+  }
+  return { repeats, examples }
+}
+
+/** What {@link runLoad} takes. */
+export interface LoadOptions {
+  readonly ledger: Ledger
+  readonly source: IdSource
+  readonly shards: readonly number[]
+  /** Concurrent loops calling `nextIds`. */
+  readonly callers: number
+  /** Batch sizes, cycled through. */
+  readonly counts: readonly number[]
+  /** Ends the loops (they finish their current call). */
+  readonly stop: AbortSignal
+  /**
+   * Every n-th call passes a `context.signal` that aborts after `abortAfterMs` (the caller gives
+   * up): such calls may end in CANCELLED.
+   */
+  readonly abortEvery?: number
+  readonly abortAfterMs?: number
+  /** Pause after a failed call, so an outage is not a busy loop. @default 20 */
+  readonly backoffMs?: number
+  /** Given the IDs of each acknowledged call (to write rows with them). */
+  readonly onIds?: (ids: bigint[], shard: number) => Promise<void>
+}
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** Calls `nextIds` from `callers` loops until `stop` aborts, recording everything in the ledger. */
+export async function runLoad(options: LoadOptions): Promise<void> {
+  const { ledger, source, shards, counts, stop } = options
+  const backoff = options.backoffMs ?? 20
+  let call = 0
+  const loop = async (caller: number) => {
+    let i = caller
+    while (!stop.aborted) {
+      i++
+      const n = call++
+      const shard = shards[i % shards.length]!
+      const count = counts[n % counts.length]!
+      const aborting = options.abortEvery !== undefined && n % options.abortEvery === 0
+      const context = aborting
+        ? { signal: AbortSignal.timeout(options.abortAfterMs ?? 1) }
+        : undefined
+      const startedAt = performance.now()
+      let ids: bigint[]
+      try {
+        ids = await source.nextIds(shard, count, context)
+      } catch (error) {
+        ledger.fail(error, `nextIds(${shard}, ${count})`, startedAt, performance.now())
+        await pause(backoff)
+        continue
+      }
+      ledger.acknowledge(ids, startedAt, performance.now())
+      if (ids.length !== count) ledger.wrong('count')
+      const sharding = source.sharding
+      if (sharding && ids.some((id) => sharding.shardOfId(id) !== shard)) ledger.wrong('shard')
+      if (options.onIds) await options.onIds(ids, shard)
+      // Let timers (fault loops, deadlines) run between calls of a fast synchronous source.
+      if (source.synchronous) await pause(1)
+    }
+  }
+  await Promise.all(Array.from({ length: options.callers }, (_, caller) => loop(caller)))
+}

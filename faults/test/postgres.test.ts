@@ -1,0 +1,152 @@
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import pg from 'pg'
+import { afterAll, beforeAll, expect, inject, test } from 'vitest'
+import { checkScenario } from '../src/check'
+import type { Ledger } from '../src/ledger'
+import { Scenario, SHARDS, sharding, shardList, sleep } from '../src/scenario'
+import { destroyAll, type PostgresServer, startPostgres } from '../src/servers'
+
+let server: PostgresServer
+
+beforeAll(async () => {
+  server = await startPostgres()
+})
+
+afterAll(async () => {
+  await destroyAll()
+})
+
+function pool(name: string, max: number): pg.Pool {
+  const created = new pg.Pool({
+    connectionString: server.url,
+    max,
+    application_name: name,
+    connectionTimeoutMillis: 2_000,
+  })
+  // Idle clients of a pool you own report the server going away here (yours to handle).
+  created.on('error', () => undefined)
+  return created
+}
+
+/**
+ * Writes each acknowledged batch as rows in one transaction; counts the rows of transactions
+ * whose COMMIT was acknowledged (synchronous_commit = on: they must survive any restart).
+ */
+function rowWriter(writer: pg.Pool, committed: bigint[], uncertain: { n: number }) {
+  return async (ids: bigint[], shard: number) => {
+    let client: pg.PoolClient | undefined
+    try {
+      client = await writer.connect()
+      // A checked-out client reports a connection that ends between statements here.
+      client.on('error', ignore)
+      await client.query('BEGIN')
+      await client.query(
+        'INSERT INTO faults_rows (id, shard) SELECT unnest($1::bigint[]), $2::integer',
+        [ids.map(String), shard],
+      )
+      await client.query('COMMIT')
+      committed.push(...ids)
+    } catch {
+      uncertain.n++
+    } finally {
+      client?.release(true)
+    }
+  }
+}
+
+const ignore = () => undefined
+
+async function countPresent(admin: pg.Pool, ids: readonly bigint[]): Promise<number> {
+  let present = 0
+  for (let at = 0; at < ids.length; at += 50_000) {
+    const chunk = ids.slice(at, at + 50_000).map(String)
+    const { rows } = await admin.query<{ n: string }>(
+      'SELECT count(*) AS n FROM faults_rows WHERE id = ANY($1::bigint[])',
+      [chunk],
+    )
+    present += Number(rows[0]?.n ?? 0)
+  }
+  return present
+}
+
+test('PostgresSource under restarts (fast, immediate), terminated and cancelled sessions', async () => {
+  const admin = pool('faults-admin', 2)
+  await installPostgres(admin, { sharding, shards: shardList(SHARDS.postgres) })
+  await admin.query('CREATE TABLE faults_rows (id bigint PRIMARY KEY, shard integer NOT NULL)')
+
+  const scenario = new Scenario('postgres')
+  const sourcePool = pool('faults-source', 8)
+  const passed = new PostgresSource({ sharding, databases: sourcePool, timeoutMs: 1_000 })
+  const owned = new PostgresSource({
+    sharding,
+    databases: `${server.url}?application_name=faults-source-url`,
+    timeoutMs: 1_000,
+  })
+  const writerPool = pool('faults-writer', 3)
+  const committed: bigint[] = []
+  const uncertain = { n: 0 }
+  const shards = SHARDS.postgres
+  const load = (ledger: Ledger, source: PostgresSource) =>
+    scenario.load({
+      ledger,
+      source,
+      shards,
+      callers: 4,
+      counts: [1, 7, 100, 1000, 1, 128],
+      abortEvery: 97,
+      abortAfterMs: 2,
+    })
+  load(scenario.ledger('PostgresSource (pool passed in)'), passed)
+  load(scenario.ledger('PostgresSource (URL)'), owned)
+  scenario.load({
+    ledger: scenario.ledger('PostgresSource (rows)'),
+    source: passed,
+    shards,
+    callers: 2,
+    counts: [20, 50],
+    onIds: rowWriter(writerPool, committed, uncertain),
+  })
+  const control = scenario.control(SHARDS.postgresControl)
+
+  const sessions = async (state?: string) => {
+    const { rows } = await admin.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'faults-source%' AND pid <> pg_backend_pid()${
+        state ? ' AND state = $1' : ''
+      }`,
+      state ? [state] : [],
+    )
+    return rows.map((row) => row.pid)
+  }
+  const signalOne = async (fn: 'pg_cancel_backend' | 'pg_terminate_backend', state?: string) => {
+    const pids = await sessions(state)
+    const pid = pids[Math.floor(Math.random() * pids.length)]
+    if (pid === undefined) return 0
+    const { rows } = await admin.query<{ ok: boolean }>(`SELECT ${fn}($1) AS ok`, [pid])
+    return rows[0]?.ok ? 1 : 0
+  }
+  scenario.every(40, 'pg_cancel_backend', () => signalOne('pg_cancel_backend', 'active'))
+  scenario.every(150, 'pg_terminate_backend', () => signalOne('pg_terminate_backend'))
+
+  for (const mode of ['fast', 'immediate', 'immediate', 'fast', 'immediate'] as const) {
+    await sleep(4_000)
+    await server.restart(mode)
+    scenario.faults.add(`pg_ctl restart -m ${mode}`)
+  }
+  await sleep(3_000)
+  await scenario.stop()
+
+  const present = await countPresent(admin, committed)
+  scenario.rows['faults_rows (PostgreSQL, synchronous_commit on)'] = {
+    committed: committed.length,
+    lost: committed.length - present,
+    uncertain: uncertain.n,
+  }
+  const figures = scenario.save(inject('runDir'))
+  await Promise.all([passed.close(), owned.close(), control.close()])
+  await Promise.all([sourcePool.end(), writerPool.end(), admin.end()])
+
+  checkScenario(figures)
+  expect(figures.faults['pg_ctl restart -m immediate']).toBe(3)
+  expect(figures.faults.pg_cancel_backend).toBeGreaterThan(0)
+  expect(figures.faults.pg_terminate_backend).toBeGreaterThan(0)
+})
