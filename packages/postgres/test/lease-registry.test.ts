@@ -1,0 +1,149 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import {
+  defineLayout,
+  defineSharding,
+  instagram,
+  LeasedSource,
+  NoFreeLeaseError,
+  ShardingMismatchError,
+} from '@shardflake/core'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PostgresLeaseRegistry } from '../src'
+
+const SERVER = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+const DATABASE = `leases_${process.pid}_${randomBytes(3).toString('hex')}`
+const URL_ = (() => {
+  const url = new URL(SERVER)
+  url.pathname = `/${DATABASE}`
+  return url.toString()
+})()
+
+const layout = defineLayout({
+  name: 'leased',
+  epoch: '2025-01-01T00:00:00Z',
+  timeBits: 41,
+  shardBits: 13,
+  workerBits: 2,
+  sequenceBits: 8,
+})
+const sharding = defineSharding({ layout, logicalShards: 64 })
+let pool: pg.Pool
+
+beforeAll(async () => {
+  const admin = new pg.Client({ connectionString: SERVER })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE "${DATABASE}"`)
+  await admin.end()
+  pool = new pg.Pool({ connectionString: URL_, max: 4 })
+  pool.on('error', () => {})
+  // Create the registry's tables before the processes below race to.
+  await (await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })).close()
+})
+
+afterAll(async () => {
+  await pool?.end()
+  const admin = new pg.Client({ connectionString: SERVER })
+  await admin.connect()
+  await admin.query(`DROP DATABASE IF EXISTS "${DATABASE}" WITH (FORCE)`)
+  await admin.end()
+})
+
+describe('PostgresLeaseRegistry', () => {
+  it('grants each holder its own worker with a growing token, and refuses when all are held', async () => {
+    const registry = new PostgresLeaseRegistry(pool)
+    const sources = await Promise.all(
+      [1, 2, 3, 4].map((n) => LeasedSource.start({ sharding, registry, holder: `h${n}` })),
+    )
+    try {
+      expect(new Set(sources.map((s) => s.lease.worker)).size).toBe(4)
+      await expect(LeasedSource.start({ sharding, registry })).rejects.toBeInstanceOf(
+        NoFreeLeaseError,
+      )
+      const listed = await registry.list()
+      expect(listed.filter((lease) => lease.holder !== null)).toHaveLength(4)
+      const ids = sources.flatMap((s) => s.nextIds(5, 100))
+      expect(new Set(ids).size).toBe(400)
+    } finally {
+      await Promise.all(sources.map((s) => s.close()))
+    }
+    expect((await registry.list()).every((lease) => lease.holder === null)).toBe(true)
+  })
+
+  it('refuses an application with another sharding', async () => {
+    const registry = new PostgresLeaseRegistry(pool)
+    const other = defineSharding({ layout, logicalShards: 32 })
+    await expect(LeasedSource.start({ sharding: other, registry })).rejects.toBeInstanceOf(
+      ShardingMismatchError,
+    )
+    const flat = defineSharding({ layout: instagram, logicalShards: 64 })
+    await expect(LeasedSource.start({ sharding: flat, registry })).rejects.toThrow(/worker bits/)
+  })
+
+  it('keeps IDs distinct while processes compete, are killed with SIGKILL and restart at once, one with its clock behind', async () => {
+    const ttlMs = 1000
+    const children = new Set<ChildProcess>()
+    const ids: string[] = []
+    const codes = new Map<string, number>()
+    const child = join(import.meta.dirname, 'fixtures', 'lease-child.mjs')
+    let spawned = 0
+    const start = (offset = 0) => {
+      spawned++
+      const proc = spawn(process.execPath, [child], {
+        env: {
+          ...process.env,
+          PG_URL: URL_,
+          TTL_MS: String(ttlMs),
+          CLOCK_OFFSET_MS: String(offset),
+          HOLDER: `child-${spawned}`,
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      let rest = ''
+      proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        const lines = (rest + chunk).split('\n')
+        rest = lines.pop()!
+        for (const line of lines) {
+          if (line.startsWith('I ')) ids.push(...line.slice(2).split(' '))
+          else if (line.startsWith('E '))
+            codes.set(line.slice(2), (codes.get(line.slice(2)) ?? 0) + 1)
+        }
+      })
+      children.add(proc)
+      proc.on('exit', () => children.delete(proc))
+      return proc
+    }
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+    try {
+      for (let i = 0; i < 5; i++) start() // four workers, five processes: one waits
+      await sleep(1500)
+      for (let round = 0; round < 5; round++) {
+        const victim = [...children][Math.floor(Math.random() * children.size)]!
+        victim.kill('SIGKILL')
+        start(round === 2 ? -400 : 0) // one restarts with its clock 400 ms behind
+        await sleep(900)
+      }
+      await sleep(ttlMs * 2)
+      // Every worker has a live holder again within the TTL of its holder's death.
+      const held = (await new PostgresLeaseRegistry(pool).list()).filter(
+        (lease) => lease.holder !== null && lease.expiresAt! > new Date(),
+      )
+      expect(held).toHaveLength(4)
+    } finally {
+      for (const proc of children) proc.kill('SIGKILL')
+      await sleep(100)
+    }
+    console.info(
+      `leases: ${spawned} processes (5 SIGKILLed), ${ids.length} IDs, ${new Set(ids).size} distinct, refusals ${JSON.stringify(Object.fromEntries(codes))}`,
+    )
+    expect(ids.length).toBeGreaterThan(10_000)
+    expect(new Set(ids).size).toBe(ids.length)
+    const workers = new Set(ids.map((id) => layout.decompose(id).worker))
+    expect(workers.size).toBe(4)
+    for (const code of codes.keys()) {
+      expect(['NO_FREE_LEASE', 'LEASE_EXPIRED', 'CLOCK_MOVED_BACKWARDS']).toContain(code)
+    }
+  }, 60_000)
+})
