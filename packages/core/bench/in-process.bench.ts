@@ -10,11 +10,12 @@
  * Runs alternate and the medians of several rounds are reported. `--json` prints JSON only.
  */
 import { Snowflake } from '@sapphire/snowflake'
-import { InProcessSource, instagram } from '@shardflake/core'
+import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { Bench } from 'tinybench'
 import { v7 as uuidv7 } from 'uuid'
 
 const json = process.argv.includes('--json')
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 const rounds = Number(process.env.ROUNDS ?? 5)
 const sustainedCount = 2_000_000
 const log = (text: string) => {
@@ -43,8 +44,9 @@ function sustained(next: () => bigint | string): Sustained {
 log(`One shard, ${sustainedCount.toLocaleString('en')} IDs, ${rounds} alternating rounds...`)
 const oneShard: Record<string, Sustained[]> = { shardflake: [], sapphire: [], uuidv7: [] }
 for (let round = 0; round < rounds; round++) {
-  const source = new InProcessSource({ layout: instagram, shards: 'all' })
+  const source = new InProcessSource({ sharding, shards: 'all' })
   oneShard.shardflake!.push(sustained(() => source.nextId(1341)))
+  source.close()
   const snowflake = new Snowflake(instagram.epoch)
   oneShard.sapphire!.push(sustained(() => snowflake.generate({ workerId: 1n, processId: 1n })))
   oneShard.uuidv7!.push(sustained(() => uuidv7()))
@@ -62,7 +64,7 @@ const singleShardOfCapacity = single.shardflake!.idsPerSecond / capacity
 log('Many shards (1000), tinybench...')
 const manyShards: Record<string, number[]> = { shardflake: [], sapphire: [], uuidv7: [] }
 for (let round = 0; round < rounds; round++) {
-  const source = new InProcessSource({ layout: instagram, shards: 'all' })
+  const source = new InProcessSource({ sharding, shards: 'all' })
   const snowflake = new Snowflake(instagram.epoch)
   let shard = 0
   const bench = new Bench({ time: 300, warmup: true })
@@ -78,6 +80,7 @@ for (let round = 0; round < rounds; round++) {
       uuidv7()
     })
   await bench.run()
+  source.close()
   for (const task of bench.tasks) {
     const result = task.result as { throughput?: { mean: number }; hz?: number }
     manyShards[task.name]!.push(result.throughput?.mean ?? result.hz ?? 0)

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { allocateIds, type IdSource, InProcessSource, instagram } from '../src'
+import { allocateIds, type IdSource, InvalidArgumentError, MAX_IDS_PER_CALL } from '../src'
+import { openSource, sharding } from './support'
 
-/** An async source that records what it was asked. */
+/** An async source over the in-process generator that records what it was asked. */
 function recording() {
-  const inner = new InProcessSource({ layout: instagram, shards: 'all' })
+  const inner = openSource({ shards: 'all' })
   const calls: string[] = []
   const source: IdSource = {
-    layout: instagram,
+    sharding,
     synchronous: false,
     async nextId(shard) {
       calls.push(`nextId(${shard})`)
@@ -16,8 +17,39 @@ function recording() {
       calls.push(`nextIds(${shard}, ${count})`)
       return inner.nextIds(shard, count)
     },
+    close: () => inner.close(),
   }
   return { source, calls }
+}
+
+/**
+ * A source that makes no IDs at all, just counts: `nextIds` returns consecutive numbers and
+ * refuses counts above MAX_IDS_PER_CALL like every source.
+ */
+function counting(synchronous: boolean) {
+  const counts: number[] = []
+  let next = 0n
+  const make = (count: number) => {
+    if (count > MAX_IDS_PER_CALL) throw new InvalidArgumentError(`count ${count}`)
+    counts.push(count)
+    return Array.from({ length: count }, () => next++)
+  }
+  const source: IdSource = synchronous
+    ? {
+        sharding,
+        synchronous: true,
+        nextId: () => make(1)[0]!,
+        nextIds: (_shard, count) => make(count),
+        close() {},
+      }
+    : {
+        sharding,
+        synchronous: false,
+        nextId: async () => make(1)[0]!,
+        nextIds: async (_shard, count) => make(count),
+        close() {},
+      }
+  return { source, counts }
 }
 
 describe('allocateIds', () => {
@@ -25,7 +57,7 @@ describe('allocateIds', () => {
     const { source, calls } = recording()
     const ids = await allocateIds(source, [5, 9, 5])
     expect(calls.sort()).toEqual(['nextIds(5, 2)', 'nextIds(9, 1)'])
-    expect(ids.map((id) => instagram.shardOf(id))).toEqual([5, 9, 5])
+    expect(ids.map((id) => sharding.shardOfId(id))).toEqual([5, 9, 5])
     expect(ids[0]! < ids[2]!).toBe(true)
   })
 
@@ -33,9 +65,22 @@ describe('allocateIds', () => {
     const { source, calls } = recording()
     const ids = await allocateIds(source, [5, 9, 5], undefined, { singleNextId: true })
     expect(calls.sort()).toEqual(['nextId(9)', 'nextIds(5, 2)'])
-    expect(ids.map((id) => instagram.shardOf(id))).toEqual([5, 9, 5])
-    const sync = new InProcessSource({ layout: instagram, shards: 'all' })
+    expect(ids.map((id) => sharding.shardOfId(id))).toEqual([5, 9, 5])
+    await source.close()
+    const sync = openSource({ shards: [7] })
     const [one] = allocateIds(sync, [7], undefined, { singleNextId: true })
-    expect(instagram.shardOf(one!)).toBe(7)
+    expect(sharding.shardOfId(one!)).toBe(7)
   })
+
+  for (const synchronous of [true, false]) {
+    it(`splits a batch above MAX_IDS_PER_CALL into calls of at most that many (${synchronous ? 'sync' : 'async'} source)`, async () => {
+      const { source, counts } = counting(synchronous)
+      const shards = new Array<number>(MAX_IDS_PER_CALL + 5).fill(3)
+      shards[1] = 8
+      const ids = await allocateIds(source, shards)
+      expect(counts.sort((a, b) => a - b)).toEqual([1, 4, MAX_IDS_PER_CALL])
+      expect(ids).toHaveLength(MAX_IDS_PER_CALL + 5)
+      expect(new Set(ids).size).toBe(ids.length)
+    })
+  }
 })

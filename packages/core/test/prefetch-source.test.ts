@@ -2,23 +2,27 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   ConfigurationError,
   type IdSource,
-  InProcessSource,
   InvalidArgumentError,
   instagram,
+  MAX_IDS_PER_CALL,
   PrefetchSource,
   SourceUnavailableError,
 } from '../src'
+import { openSource, sharding } from './support'
+
+const realNow = Date.now
 
 /** An async source over the in-process generator that records every batch it is asked for. */
 function countingSource() {
-  const inner = new InProcessSource({ layout: instagram, shards: 'all' })
+  // The real clock, even where a test fakes Date for the buffers' age: the generator's shard
+  // claims outlive the test, and a faked future would leave the next test's clock behind.
+  const inner = openSource({ shards: 'all', clock: realNow })
   const calls: Array<[shard: number, count: number]> = []
   const contexts: unknown[] = []
   let failNext = false
   const source: IdSource = {
-    layout: instagram,
+    sharding,
     synchronous: false,
-    logicalShards: 2000,
     async nextId(shard) {
       return (await this.nextIds(shard, 1))[0]!
     },
@@ -32,6 +36,7 @@ function countingSource() {
       }
       return inner.nextIds(shard, count)
     },
+    close: () => inner.close(),
   }
   return { source, calls, contexts, failOnce: () => (failNext = true) }
 }
@@ -44,8 +49,7 @@ describe('PrefetchSource', () => {
   it('serves single IDs and small batches from one round trip per shard', async () => {
     const { source, calls } = countingSource()
     const prefetch = new PrefetchSource(source, { size: 100 })
-    expect(prefetch.layout).toBe(instagram)
-    expect(prefetch.logicalShards).toBe(2000)
+    expect(prefetch.sharding).toBe(sharding)
     const ids: bigint[] = []
     for (let i = 0; i < 10; i++) ids.push(await prefetch.nextId(5))
     for (let i = 0; i < 9; i++) ids.push(...(await prefetch.nextIds(5, 10)))
@@ -134,8 +138,20 @@ describe('PrefetchSource', () => {
     expect(() => new PrefetchSource(source, { size: 0 })).toThrow(ConfigurationError)
     expect(() => new PrefetchSource(source, { size: 1.5 })).toThrow(ConfigurationError)
     expect(() => new PrefetchSource(source, { size: 10, maxAgeMs: -1 })).toThrow(ConfigurationError)
-    await expect(new PrefetchSource(source, { size: 10 }).nextIds(5, 0)).rejects.toBeInstanceOf(
-      InvalidArgumentError,
-    )
+    for (const count of [0, MAX_IDS_PER_CALL + 1]) {
+      await expect(async () =>
+        new PrefetchSource(source, { size: 10 }).nextIds(5, count),
+      ).rejects.toBeInstanceOf(InvalidArgumentError)
+    }
+  })
+
+  it('closes the inner source, twice without complaint', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 10 })
+    await prefetch.nextId(5)
+    await prefetch.close()
+    await prefetch.close()
+    await expect(async () => source.nextIds(5, 1)).rejects.toBeInstanceOf(ConfigurationError)
+    expect(calls).toHaveLength(2)
   })
 })

@@ -1,37 +1,45 @@
 import { describe, expect, it } from 'vitest'
 import {
+  ConfigurationError,
   defineLayout,
+  defineSharding,
   type IdSource,
-  InProcessSource,
+  type InProcessSource,
   InvalidArgumentError,
   instagram,
-  LayoutMismatchError,
   RoutedSource,
+  ShardingMismatchError,
   ShardOutOfRangeError,
 } from '../src'
+import { openSource, sharding } from './support'
 
 describe('RoutedSource', () => {
-  const low = new InProcessSource({ layout: instagram, shards: { from: 0, to: 999 } })
-  const high = new InProcessSource({ layout: instagram, shards: { from: 1000, to: 1999 } })
-
-  it('sends each shard to the one source that serves it', () => {
-    const source = new RoutedSource(instagram, [
+  it('sends each shard to the one source that serves it, and exposes its shardMap', async () => {
+    const low = openSource({ shards: { from: 0, to: 999 } })
+    const high = openSource({ shards: { from: 1000, to: 1999 } })
+    const source = new RoutedSource(sharding, [
       { from: 0, to: 999, target: low },
       { from: 1000, to: 1999, target: high },
     ])
     expect(source.synchronous).toBe(true)
-    expect(source.logicalShards).toBe(2000)
-    expect(instagram.shardOf(source.nextId(5) as bigint)).toBe(5)
-    expect((source.nextIds(1341, 3) as bigint[]).map((id) => instagram.shardOf(id))).toEqual([
+    expect(source.sharding).toBe(sharding)
+    expect(source.shardMap.targetFor(1341)).toBe(high)
+    expect(source.shardMap.sharding).toBe(sharding)
+    expect(sharding.shardOfId(source.nextId(5) as bigint)).toBe(5)
+    expect((source.nextIds(1341, 3) as bigint[]).map((id) => sharding.shardOfId(id))).toEqual([
       1341, 1341, 1341,
     ])
     expect(() => source.nextId(2000)).toThrow(ShardOutOfRangeError)
+    await source.close()
+    expect(() => low.nextId(5)).toThrow(ConfigurationError) // closed with it
   })
 
-  it('refuses two sources for one shard, and sources of another layout', () => {
+  it('refuses two sources for one shard, sources of another sharding, and ticket servers', () => {
+    const low = openSource({ shards: { from: 0, to: 999 } })
+    const high = openSource({ shards: { from: 1000, to: 1999 } })
     expect(
       () =>
-        new RoutedSource(instagram, [
+        new RoutedSource(sharding, [
           { from: 0, to: 1000, target: low },
           { from: 1000, to: 1999, target: high },
         ]),
@@ -42,18 +50,39 @@ describe('RoutedSource', () => {
       shardBits: 13,
       sequenceBits: 10,
     })
-    const stranger = new InProcessSource({ layout: other, shards: 'all' })
-    expect(() => new RoutedSource(instagram, [{ from: 0, to: 9, target: stranger }])).toThrow(
-      LayoutMismatchError,
+    const stranger = openSource({
+      sharding: defineSharding({ layout: other, logicalShards: 2000 }),
+      shards: 'all',
+    })
+    expect(() => new RoutedSource(sharding, [{ from: 0, to: 9, target: stranger }])).toThrow(
+      ShardingMismatchError,
+    )
+    const fewerShards: IdSource = {
+      ...asIdSource(low),
+      sharding: defineSharding({ layout: instagram, logicalShards: 64 }),
+    }
+    expect(() => new RoutedSource(sharding, [{ from: 0, to: 9, target: fewerShards }])).toThrow(
+      ShardingMismatchError,
     )
     const tickets: IdSource = {
-      layout: undefined,
+      sharding: undefined,
       synchronous: false,
       nextId: async () => 1n,
       nextIds: async (_shard, count) => Array.from({ length: count }, (_, i) => BigInt(i + 1)),
+      close() {},
     }
-    expect(() => new RoutedSource(instagram, [{ from: 0, to: 9, target: tickets }])).toThrow(
-      /without a layout \(a ticket server\)/,
+    expect(() => new RoutedSource(sharding, [{ from: 0, to: 9, target: tickets }])).toThrow(
+      ConfigurationError,
     )
   })
 })
+
+function asIdSource(source: InProcessSource): IdSource {
+  return {
+    sharding: source.sharding,
+    synchronous: true,
+    nextId: (shard) => source.nextId(shard),
+    nextIds: (shard, count) => source.nextIds(shard, count),
+    close: () => source.close(),
+  }
+}

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import {
   fnv1a32,
   formatShardList,
@@ -7,14 +7,14 @@ import {
   instagram,
   integerShard,
   MissingShardKeyError,
-  parseShardList,
+  parseShardRanges,
   readShardList,
-  resolveShard,
   ShardMap,
   ShardOutOfRangeError,
   shardForKey,
   stringifyIds,
 } from '../src'
+import { sharding } from './support'
 
 describe('shard keys', () => {
   it("maps Instagram's user 31341 to shard 1341 of 2000, whatever its spelling", () => {
@@ -32,32 +32,15 @@ describe('shard keys', () => {
     expect(shardForKey('02134', 2000)).toBe(2134 % 2000)
   })
 
-  it('resolves the three kinds of rule, and refuses missing keys and foreign shards', () => {
-    const options = { layout: instagram, logicalShards: 2000, entityName: 'Post' }
-    expect(resolveShard({ shardBy: 'userId' }, { userId: '31341' }, options)).toBe(1341)
-    expect(
-      resolveShard({ shardBy: (p: { email: string }) => p.email }, { email: 'a@b.c' }, options),
-    ).toBe(hashShard('a@b.c', 2000))
-    const parent = instagram.compose({ timestamp: Date.now(), shard: 77, sequence: 1 })
-    expect(resolveShard({ sameShardAs: 'postId' }, { postId: parent.toString() }, options)).toBe(77)
-    expect(resolveShard({ shard: 12 }, {}, options)).toBe(12)
-    expect(() => resolveShard({ shardBy: 'userId' }, { userId: null }, options)).toThrow(
-      MissingShardKeyError,
-    )
-    const draft: { userId?: string; postId?: string } = {}
-    expect(() => resolveShard({ shardBy: 'userId' }, draft, options)).toThrow(
-      /shard key of Post \(field 'userId'\)/,
-    )
-    expect(() => resolveShard({ sameShardAs: 'postId' }, draft, options)).toThrow(
-      MissingShardKeyError,
-    )
-    expect(() => resolveShard({ shard: 2500 }, {}, options)).toThrow(ShardOutOfRangeError)
+  it('refuses a missing key and a bad logicalShards', () => {
+    expect(() => shardForKey(null, 2000)).toThrow(MissingShardKeyError)
+    expect(() => shardForKey(undefined, 2000)).toThrow(MissingShardKeyError)
     expect(() => integerShard(5, 0)).toThrow(InvalidArgumentError)
   })
 })
 
 describe('ShardMap', () => {
-  const map = new ShardMap(instagram, [
+  const map = new ShardMap(sharding, [
     { from: 1000, to: 1999, target: 'b' },
     { from: 0, to: 999, target: 'a' },
   ])
@@ -74,32 +57,53 @@ describe('ShardMap', () => {
     expect(() => map.targetFor(2000)).toThrow(ShardOutOfRangeError)
   })
 
-  it('refuses overlapping ranges and shards outside the layout', () => {
+  it('refuses overlapping ranges and shards outside the logical shards', () => {
     expect(
       () =>
-        new ShardMap(instagram, [
+        new ShardMap(sharding, [
           { from: 0, to: 10, target: 1 },
           { from: 10, to: 20, target: 2 },
         ]),
     ).toThrow(/overlap/)
-    expect(() => ShardMap.single(instagram, 'x', 0, 8192)).toThrow(ShardOutOfRangeError)
+    expect(() => ShardMap.single(sharding, 'x', 0, 2000)).toThrow(ShardOutOfRangeError)
+    expect(ShardMap.single(sharding, 'x').size).toBe(2000)
   })
 
-  it('parses shard lists', () => {
-    expect(parseShardList('0-3,7, 9-9')).toEqual([0, 1, 2, 3, 7, 9])
-    expect(() => parseShardList('3-1')).toThrow(InvalidArgumentError)
-    expect(() => parseShardList('a')).toThrow(InvalidArgumentError)
+  it('parses shard lists into ranges', () => {
+    expect(parseShardRanges('0-3,7, 9-9')).toEqual([
+      { from: 0, to: 3 },
+      { from: 7, to: 7 },
+      { from: 9, to: 9 },
+    ])
+    expect(() => parseShardRanges('3-1')).toThrow(InvalidArgumentError)
+    expect(() => parseShardRanges('a')).toThrow(InvalidArgumentError)
   })
 
-  it('reads lists, ranges and strings the same way, checked against the layout, and writes them back', () => {
-    expect(readShardList([9, 7, 7, 8], instagram)).toEqual([7, 8, 9])
-    expect(readShardList({ from: 7, to: 9 }, instagram)).toEqual([7, 8, 9])
-    expect(readShardList('7-9', instagram)).toEqual([7, 8, 9])
-    expect(() => readShardList([], instagram)).toThrow(InvalidArgumentError)
-    expect(() => readShardList({ from: 9, to: 7 }, instagram)).toThrow(InvalidArgumentError)
-    expect(() => readShardList('8190-8192', instagram)).toThrow(ShardOutOfRangeError)
+  it('reads lists, ranges and strings the same way, checked against the logical shards, and writes them back', () => {
+    expect(readShardList([9, 7, 7, 8], sharding)).toEqual([7, 8, 9])
+    expect(readShardList({ from: 7, to: 9 }, sharding)).toEqual([7, 8, 9])
+    expect(readShardList('7-9', sharding)).toEqual([7, 8, 9])
+    expect(readShardList('all', sharding)).toEqual(Array.from({ length: 2000 }, (_, i) => i))
+    expect(() => readShardList([], sharding)).toThrow(InvalidArgumentError)
+    expect(() => readShardList({ from: 9, to: 7 }, sharding)).toThrow(InvalidArgumentError)
+    expect(() => readShardList('1998-2000', sharding)).toThrow(ShardOutOfRangeError)
+    expect(() => readShardList([2000], sharding)).toThrow(ShardOutOfRangeError)
+    expect(() => readShardList(7 as never, sharding)).toThrow(InvalidArgumentError)
     expect(formatShardList([0, 1, 2, 5, 7, 8])).toBe('0-2,5,7-8')
-    expect(parseShardList(formatShardList([0, 1, 2, 5, 7, 8]))).toEqual([0, 1, 2, 5, 7, 8])
+    expect(readShardList(formatShardList([0, 1, 2, 5, 7, 8]), sharding)).toEqual([0, 1, 2, 5, 7, 8])
+  })
+
+  it('refuses "0-4000000000" with ShardOutOfRangeError before expanding anything', () => {
+    const add = vi.spyOn(Set.prototype, 'add')
+    onTestFinished(() => add.mockRestore())
+    for (const list of [
+      '0-4000000000',
+      { from: 0, to: 4_000_000_000 },
+      '5,0-4000000000',
+    ] as const) {
+      expect(() => readShardList(list, sharding)).toThrow(ShardOutOfRangeError)
+    }
+    expect(add).not.toHaveBeenCalled()
   })
 })
 
