@@ -1,5 +1,5 @@
 export {
-  type ShardDdl,
+  type MigrationSql,
   type ShardMigrationClass,
   type ShardMigrationOptions,
   shardMigration,
@@ -12,10 +12,5 @@ export {
   type ShardedIdRule,
   shardedIdColumn,
 } from './sharded-id'
-export {
-  bigintTransformer,
-  checkLossless,
-  ShardedIdSubscriber,
-  type ShardedIdsOptions,
-  useShardedIds,
-} from './subscriber'
+export { type ShardedIdsOptions, shardedIds } from './sharded-ids'
+export type { ShardedIdSubscriber } from './subscriber'

@@ -1,15 +1,5 @@
-import { InvalidArgumentError } from '@shardflake/core'
+import { type Ddl, InvalidArgumentError } from '@shardflake/core'
 import type { MigrationInterface, QueryRunner } from 'typeorm'
-
-/**
- * Shard DDL as the SQL generators of `@shardflake/postgres` and `@shardflake/mysql` produce it:
- * the statements that install (`up`) and remove (`down`) schemas, sequences and `next_id()`
- * routines. Each string is sent as one statement, in order (a routine body is one statement).
- */
-export interface ShardDdl {
-  readonly up: readonly string[] | string
-  readonly down: readonly string[] | string
-}
 
 /** A migration class TypeORM can list in `migrations` and instantiate. */
 export type ShardMigrationClass = new () => MigrationInterface
@@ -28,23 +18,24 @@ export interface ShardMigrationOptions {
 const TIMESTAMPED = /\d{13}$/
 
 /**
- * Turns shard DDL into a TypeORM migration class. TypeORM orders migrations by the 13-digit
- * timestamp the name ends with, so the name must end with one.
+ * Turns shard DDL into a TypeORM migration class: `up` installs, `down` removes. Each side is a
+ * `Ddl` as the SQL generators of `@shardflake/postgres` and `@shardflake/mysql` return it (its
+ * `statements` are sent one by one, a routine body being one statement), or SQL strings. TypeORM
+ * orders migrations by the 13-digit timestamp the name ends with, so the name must end with one.
  *
+ * @throws InvalidArgumentError for a name without the timestamp, or DDL that is not SQL.
  * @example
  * ```ts
- * import { shardSchemaSql } from '@shardflake/postgres'   // any { up, down } of SQL strings
- *
- * export const ShardflakeShards1732250000000 = shardMigration(
- *   'ShardflakeShards1732250000000',
- *   { up: ['CREATE SCHEMA shard_0001', ...], down: ['DROP SCHEMA shard_0001 CASCADE'] },
- * )
- * new DataSource({ ..., migrations: [ShardflakeShards1732250000000] })
+ * export const ShardflakeShards1732250000000 = shardMigration('ShardflakeShards1732250000000', {
+ *   up: postgresSql({ sharding, shards: '0-15' }),
+ *   down: ['DROP SCHEMA shard_0 CASCADE'],
+ * })
+ * new DataSource({ type: 'postgres', url, migrations: [ShardflakeShards1732250000000] })
  * ```
  */
 export function shardMigration(
   name: string,
-  ddl: ShardDdl,
+  ddl: { readonly up: MigrationSql; readonly down: MigrationSql },
   options: ShardMigrationOptions = {},
 ): ShardMigrationClass {
   if (!TIMESTAMPED.test(name)) {
@@ -71,8 +62,16 @@ export function shardMigration(
   return migration
 }
 
-function statements(value: readonly string[] | string, which: string): readonly string[] {
-  const list = typeof value === 'string' ? [value] : [...value]
+/** One side of a migration: a `Ddl`, SQL statements, or one SQL string. */
+export type MigrationSql = Ddl | readonly string[] | string
+
+function statements(value: MigrationSql, which: string): readonly string[] {
+  const list =
+    typeof value === 'string'
+      ? [value]
+      : Array.isArray(value)
+        ? [...(value as readonly string[])]
+        : [...((value as Ddl)?.statements ?? [undefined])]
   if (list.some((sql) => typeof sql !== 'string')) {
     throw new InvalidArgumentError(`Shard DDL '${which}' must be SQL strings.`)
   }

@@ -1,33 +1,20 @@
-import {
-  type IdInput,
-  InvalidArgumentError,
-  type ShardKey,
-  type StringKeyMode,
-} from '@shardflake/core'
+import { checkShardRule, InvalidArgumentError, type ShardRule } from '@shardflake/core'
 import { type EntitySchemaColumnOptions, PrimaryColumn } from 'typeorm'
 
 /**
- * Where a row's shard comes from. The TypeORM spelling of core's `ShardRule`:
- * - `shardBy`: a property (or function) giving the shard key, e.g. the owner's user id
- *   (integers and digit strings: `key % logicalShards`; other strings: hashed).
- * - `sameShardAs`: a property (or function) giving the parent, so the row lands on the parent's
- *   shard (comments with their post). It may name a **relation** (`'post'`) or a **column**
- *   holding the parent ID (`'postId'`). A parent saved in the same `save()` call (a cascade) works
- *   even before it has its ID, whether the child points at it or it lists the child.
+ * Where a row's shard comes from: core's `ShardRule`, with the same meaning in every adapter.
+ * - `shardBy`: a property (or function) holding a plain shard key, such as a tenant or user
+ *   number or an email (integers and digit strings: `key % logicalShards`; other strings:
+ *   hashed). A property that holds another sharded entity's ID (a relation, or its foreign-key
+ *   column) is refused when the DataSource initializes: use `sameShardAs`.
+ * - `sameShardAs`: the parent, so the row lands on the parent's shard (comments with their
+ *   post). Name the **relation** (`'post'`) or the **foreign-key column** holding the parent's ID
+ *   (`'postId'`); the shard is read from the parent's ID. A parent saved in the same `save()`
+ *   call works before it has its ID, whether the child points at it or the parent lists the
+ *   child (also a loaded parent whose one-to-many relation the new child was pushed onto).
  * - `shard`: a fixed logical shard.
  */
-export type ShardedIdRule<T = Record<string, unknown>> =
-  | {
-      readonly shardBy: (keyof T & string) | ((entity: T) => ShardKey | null | undefined)
-      /** @default 'auto' */
-      readonly stringKeys?: StringKeyMode
-    }
-  | {
-      readonly sameShardAs:
-        | (keyof T & string)
-        | ((entity: T) => IdInput | object | null | undefined)
-    }
-  | { readonly shard: number }
+export type ShardedIdRule<T = Record<string, unknown>> = ShardRule<T>
 
 /** Column settings `@ShardedId` passes on to TypeORM. The column is always `bigint`, primary, not generated. */
 export interface ShardedIdColumnOptions {
@@ -58,23 +45,24 @@ const schemaColumns = new WeakMap<object, ShardedIdRule<Record<string, unknown>>
 /**
  * Declares the primary key of an entity as a shardflake ID: a `bigint` primary column that the
  * database does not generate, filled before the INSERT by the subscriber of
- * {@link useShardedIds}, from the given shard rule. The property holds a decimal `string`
+ * `shardedIds()`, from the given shard rule. The property holds a decimal `string`
  * (TypeORM's BIGINT representation), or a `bigint` with `idType: 'bigint'`.
  *
  * Needs `experimentalDecorators` (TypeORM's decorators are legacy decorators).
  *
+ * @throws InvalidShardRuleError when the rule is not exactly one of shardBy, sameShardAs, shard.
  * @example
  * ```ts
  * @Entity()
  * class Post {
- *   @ShardedId({ shardBy: 'userId' })   // or shardBy: (post: Post) => post.userId
+ *   @ShardedId({ shardBy: 'tenantId' })  // a plain key: tenantId % logicalShards
  *   id!: string
- *   @Column({ type: 'bigint' }) userId!: string
+ *   @Column({ type: 'bigint' }) tenantId!: string
  * }
  *
  * @Entity()
  * class Comment {
- *   @ShardedId({ sameShardAs: 'post' })  // lands on its post's shard
+ *   @ShardedId({ sameShardAs: 'post' })  // lands on its post's shard (read from the post's ID)
  *   id!: string
  *   @ManyToOne(() => Post) post!: Post
  * }
@@ -83,10 +71,10 @@ const schemaColumns = new WeakMap<object, ShardedIdRule<Record<string, unknown>>
 export function ShardedId<T = Record<string, unknown>>(
   options: ShardedIdOptions<T>,
 ): PropertyDecorator {
-  checkRule(options)
   return (prototype, property) => {
     if (typeof property !== 'string')
       throw new InvalidArgumentError('@ShardedId needs a string property name.')
+    checkShardRule(options, prototype.constructor.name)
     PrimaryColumn({
       type: 'bigint',
       name: options.name,
@@ -108,8 +96,8 @@ export function ShardedId<T = Record<string, unknown>>(
  *   name: 'Post',
  *   tableName: 'posts',
  *   columns: {
- *     id: shardedIdColumn<Post>({ shardBy: 'userId' }),
- *     userId: { type: 'bigint', name: 'user_id' },
+ *     id: shardedIdColumn<Post>({ shardBy: 'tenantId' }),
+ *     tenantId: { type: 'bigint', name: 'tenant_id' },
  *   },
  * })
  * ```
@@ -117,7 +105,7 @@ export function ShardedId<T = Record<string, unknown>>(
 export function shardedIdColumn<T = Record<string, unknown>>(
   options: ShardedIdOptions<T>,
 ): EntitySchemaColumnOptions {
-  checkRule(options)
+  checkShardRule(options, 'an EntitySchema column')
   const column: EntitySchemaColumnOptions = {
     type: 'bigint',
     primary: true,
@@ -135,7 +123,7 @@ export function shardedIdColumn<T = Record<string, unknown>>(
  *
  * @example
  * ```ts
- * registerShardedId('Post', 'id', { shardBy: 'userId' })
+ * registerShardedId('Post', 'id', { shardBy: 'tenantId' })
  * ```
  */
 export function registerShardedId<T = Record<string, unknown>>(
@@ -143,7 +131,7 @@ export function registerShardedId<T = Record<string, unknown>>(
   propertyName: string,
   rule: ShardedIdRule<T>,
 ): void {
-  checkRule(rule)
+  checkShardRule(rule, typeof target === 'string' ? target : target.name)
   registry.set(target, { propertyName, rule: toEntryRule(rule) })
 }
 
@@ -190,13 +178,4 @@ function toEntryRule<T>(rule: ShardedIdRule<T>): ShardedIdRule<Record<string, un
   return { shardBy: rule.shardBy, stringKeys: rule.stringKeys } as ShardedIdRule<
     Record<string, unknown>
   >
-}
-
-function checkRule(rule: object): void {
-  const kinds = ['shardBy', 'sameShardAs', 'shard'].filter((kind) => kind in rule)
-  if (kinds.length !== 1) {
-    throw new InvalidArgumentError(
-      `A sharded ID needs exactly one of shardBy, sameShardAs or shard, got ${kinds.length === 0 ? 'none' : kinds.join(', ')}.`,
-    )
-  }
 }

@@ -1,9 +1,10 @@
 /**
- * The conformance blog on TypeORM: three entities and the `BlogThroughOrm` the suite drives. Test
+ * The conformance blog on TypeORM: the entities and the `BlogThroughOrm` the suite drives. Test
  * files for TypeORM 0.3 import this file too, with `typeorm` aliased to `typeorm-03`.
  *
- * Two variants beside the default: `postsFollowAuthor` (posts are `sameShardAs` their `author`
- * relation, comments follow their post) and `idType: 'bigint'` (the subscriber hands out `bigint`).
+ * Variants: `parents: 'relation'` (posts and comments are `sameShardAs` their `author`/`post`
+ * relation, the default) or `'column'` (`sameShardAs` the foreign-key column `authorId`/`postId`),
+ * and `idType: 'bigint'`.
  */
 
 import type { BlogThroughOrm, OrmId, RawDatabase } from '@shardflake/conformance'
@@ -17,7 +18,7 @@ import {
   ManyToOne,
   OneToMany,
 } from 'typeorm'
-import { ShardedId, useShardedIds } from '../src'
+import { ShardedId, shardedIds } from '../src'
 
 @Entity('authors')
 export class Author {
@@ -30,11 +31,12 @@ export class Author {
 
 @Entity('posts')
 export class Post {
-  @ShardedId<Post>({ shardBy: 'authorId' })
+  @ShardedId<Post>({ sameShardAs: 'author' })
   id?: string
 
-  @Column({ type: 'bigint', name: 'author_id' })
-  authorId!: string
+  @ManyToOne(() => Author)
+  @JoinColumn({ name: 'author_id' })
+  author?: Author
 
   @Column({ type: 'varchar' })
   title!: string
@@ -64,30 +66,14 @@ export class Comment {
   body!: string
 }
 
-/** The comments table again, with its parent named by the foreign-key column. */
-@Entity('comments')
-export class CommentByColumn {
-  @ShardedId<CommentByColumn>({ sameShardAs: 'postId' })
-  id?: string
-
-  @Column({ type: 'bigint', name: 'post_id' })
-  postId?: string
-
-  @ManyToOne(() => Post, { cascade: ['insert'] })
-  @JoinColumn({ name: 'post_id' })
-  post?: Post
-
-  @Column({ type: 'varchar' })
-  body!: string
-}
-
-export const entities = [Author, Post, Comment, CommentByColumn]
-
-/** The posts table, with posts on the shard of their author: `sameShardAs` the `author` relation. */
+/** The posts table, with the author named by its foreign-key column. */
 @Entity('posts')
-export class PostByAuthor {
-  @ShardedId<PostByAuthor>({ sameShardAs: 'author' })
+export class PostByColumn {
+  @ShardedId<PostByColumn>({ sameShardAs: 'authorId' })
   id?: string
+
+  @Column({ type: 'bigint', name: 'author_id' })
+  authorId?: string
 
   @ManyToOne(() => Author)
   @JoinColumn({ name: 'author_id' })
@@ -97,131 +83,95 @@ export class PostByAuthor {
   title!: string
 
   @OneToMany(
-    () => CommentOnPostByAuthor,
+    () => CommentByColumn,
     (comment) => comment.post,
     { cascade: true },
   )
-  comments?: CommentOnPostByAuthor[]
+  comments?: CommentByColumn[]
 }
 
-/** The comments table for {@link PostByAuthor}: two `sameShardAs` levels down from the author. */
+/** The comments table, with the post named by its foreign-key column. */
 @Entity('comments')
-export class CommentOnPostByAuthor {
-  @ShardedId<CommentOnPostByAuthor>({ sameShardAs: 'post' })
+export class CommentByColumn {
+  @ShardedId<CommentByColumn>({ sameShardAs: 'postId' })
   id?: string
 
+  @Column({ type: 'bigint', name: 'post_id' })
+  postId?: string
+
   @ManyToOne(
-    () => PostByAuthor,
+    () => PostByColumn,
     (post) => post.comments,
+    { cascade: ['insert'] },
   )
   @JoinColumn({ name: 'post_id' })
-  post?: PostByAuthor
+  post?: PostByColumn
 
   @Column({ type: 'varchar' })
   body!: string
 }
 
+@Entity('keyed')
+export class Keyed {
+  @ShardedId<Keyed>({ shardBy: 'shardKey' })
+  id?: string
+
+  @Column({ type: 'varchar', name: 'shard_key', nullable: true })
+  shardKey?: string | null
+}
+
 /** How {@link blogOnTypeorm} is set up. */
 export interface BlogOptions {
-  /** What the subscriber hands out. @default 'string' */
+  /** What entities carry. @default 'string' */
   idType?: 'string' | 'bigint'
-  /** Posts are `sameShardAs` their author relation ({@link PostByAuthor}). @default false */
-  postsFollowAuthor?: boolean
+  /** What `sameShardAs` names: the relation or its foreign-key column. @default 'relation' */
+  parents?: 'relation' | 'column'
 }
 
 /** TypeORM options for the suite's database. */
 export function dataSourceOptions(
   raw: RawDatabase,
-  list: DataSourceOptions['entities'] = entities,
+  entities: NonNullable<DataSourceOptions['entities']>,
 ): DataSourceOptions {
   return raw.dialect === 'postgres'
-    ? { type: 'postgres', url: raw.url, entities: list, extra: { max: 8 } }
-    : { type: 'mariadb', url: raw.url, entities: list, extra: { connectionLimit: 8 } }
+    ? { type: 'postgres', url: raw.url, entities, extra: { max: 8 } }
+    : { type: 'mariadb', url: raw.url, entities, extra: { connectionLimit: 8 } }
 }
 
-/** An initialized DataSource with shardflake installed. */
-export async function blogDataSource(
-  raw: RawDatabase,
-  source: IdSource,
-  extra: Partial<DataSourceOptions> = {},
-  idType: 'string' | 'bigint' = 'string',
-): Promise<DataSource> {
-  const dataSource = new DataSource({ ...dataSourceOptions(raw), ...extra } as DataSourceOptions)
-  useShardedIds(dataSource, { source, idType })
-  return dataSource.initialize()
-}
+type AnyPost = Post | PostByColumn
+type AnyComment = Comment | CommentByColumn
 
-const post = (fields: Partial<Post>) => Object.assign(new Post(), fields)
-
-/** The suite's blog, written through TypeORM `save()`. */
+/** The suite's blog, written through TypeORM repositories. */
 export async function blogOnTypeorm(
   raw: RawDatabase,
   source: IdSource,
   options: BlogOptions = {},
 ): Promise<BlogThroughOrm> {
   const idType = options.idType ?? 'string'
-  if (options.postsFollowAuthor) return blogFollowingAuthors(raw, source, idType)
-  const dataSource = await blogDataSource(raw, source, {}, idType)
-  const posts = dataSource.getRepository(Post)
-  return {
-    idType,
-    async createAuthor(email) {
-      return (await dataSource.getRepository(Author).save(Object.assign(new Author(), { email })))
-        .id
-    },
-    async createPost({ authorId, title, id }) {
-      const saved = await posts.save(
-        post({ authorId: authorId?.toString() as string, title, id: id as string | undefined }),
-      )
-      return saved.id!
-    },
-    async createPosts(list) {
-      const saved = await posts.save(
-        list.map((p) => post({ authorId: p.authorId.toString(), title: p.title })),
-      )
-      return saved.map((p) => p.id!)
-    },
-    async createPostWithComments(fields, bodies) {
-      const saved = await posts.save(
-        post({
-          authorId: fields.authorId.toString(),
-          title: fields.title,
-          comments: bodies.map((body) => Object.assign(new Comment(), { body })),
-        }),
-      )
-      return { postId: saved.id!, commentIds: (saved.comments ?? []).map((c) => c.id!) }
-    },
-    async createPostThenFail(fields) {
-      await dataSource.transaction(async (manager) => {
-        await manager.save(post({ authorId: fields.authorId.toString(), title: fields.title }))
-        throw new Error('the transaction failed after the insert, as planned')
-      })
-    },
-    close: () => dataSource.destroy(),
-  }
-}
-
-/** The blog with {@link PostByAuthor}: every post and comment on its author's shard. */
-async function blogFollowingAuthors(
-  raw: RawDatabase,
-  source: IdSource,
-  idType: 'string' | 'bigint',
-): Promise<BlogThroughOrm> {
+  const byColumn = options.parents === 'column'
+  const PostClass = byColumn ? PostByColumn : Post
+  const CommentClass = byColumn ? CommentByColumn : Comment
   const dataSource = new DataSource(
-    dataSourceOptions(raw, [Author, PostByAuthor, CommentOnPostByAuthor]),
+    dataSourceOptions(raw, [Author, PostClass, CommentClass, Keyed]),
   )
-  useShardedIds(dataSource, { source, idType })
+  shardedIds(dataSource, { source, idType })
   await dataSource.initialize()
-  const posts = dataSource.getRepository(PostByAuthor)
-  // The author by reference: an unsaved-looking Author carrying only its key, as callers write it.
-  const author = (id: OrmId | undefined) =>
-    id === undefined ? undefined : Object.assign(new Author(), { id: id as string })
-  const post = (fields: { authorId: OrmId | undefined; title: string; id?: OrmId }) =>
-    Object.assign(new PostByAuthor(), {
-      author: author(fields.authorId),
+  const posts = dataSource.getRepository<AnyPost>(PostClass)
+  // The author by reference, as callers write it: a relation holding only the key, or the key.
+  const post = (fields: { authorId: OrmId | undefined; title: string; id?: OrmId }): AnyPost => {
+    const authorId = fields.authorId as string | undefined
+    return Object.assign(new PostClass(), {
       title: fields.title,
       id: fields.id as string | undefined,
+      ...(byColumn
+        ? { authorId }
+        : {
+            author:
+              authorId === undefined ? undefined : Object.assign(new Author(), { id: authorId }),
+          }),
     })
+  }
+  const comment = (body: string): AnyComment => Object.assign(new CommentClass(), { body })
   return {
     idType,
     async createAuthor(email) {
@@ -236,11 +186,19 @@ async function blogFollowingAuthors(
     },
     async createPostWithComments(fields, bodies) {
       const saved = await posts.save(
-        Object.assign(post(fields), {
-          comments: bodies.map((body) => Object.assign(new CommentOnPostByAuthor(), { body })),
-        }),
+        Object.assign(post(fields), { comments: bodies.map(comment) }) as AnyPost,
       )
       return { postId: saved.id!, commentIds: (saved.comments ?? []).map((c) => c.id!) }
+    },
+    async addCommentToLoadedPost(postId, body) {
+      const loaded = await posts.findOneOrFail({
+        where: { id: postId as string },
+        relations: { comments: true },
+      })
+      const added = comment(body)
+      ;(loaded.comments as AnyComment[]).push(added)
+      await posts.save(loaded)
+      return added.id!
     },
     async createPostThenFail(fields) {
       await dataSource.transaction(async (manager) => {
@@ -248,17 +206,10 @@ async function blogFollowingAuthors(
         throw new Error('the transaction failed after the insert, as planned')
       })
     },
+    async createKeyed(shardKey) {
+      return (await dataSource.getRepository(Keyed).save(Object.assign(new Keyed(), { shardKey })))
+        .id!
+    },
     close: () => dataSource.destroy(),
-  }
-}
-
-/** The in-process source behind promises: an async source with no server behind it. */
-export function asAsync(inner: IdSource): IdSource {
-  return {
-    layout: inner.layout,
-    synchronous: false,
-    logicalShards: inner.logicalShards,
-    nextId: async (shard, context) => inner.nextId(shard, context),
-    nextIds: async (shard, count, context) => inner.nextIds(shard, count, context),
   }
 }

@@ -4,25 +4,47 @@
  * save() sends, the query runner handed to database sources, and the paths no hook sees.
  */
 import {
+  asAsync,
   blogSchemaSql,
   CountingSource,
   type Dialect,
+  expectedShard,
   freshDatabase,
   type RawDatabase,
+  testSharding,
 } from '@shardflake/conformance'
-import {
-  hashShard,
-  type IdRequestContext,
-  type IdSource,
-  InProcessSource,
-  instagram,
-  integerShard,
-} from '@shardflake/core'
-import type { DataSource, Logger } from 'typeorm'
+import { type IdRequestContext, type IdSource, InProcessSource } from '@shardflake/core'
+import { DataSource, type DataSourceOptions, type Logger } from 'typeorm'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { Author, asAsync, blogDataSource, Comment, CommentByColumn, Post } from './blog'
+import { shardedIds } from '../src'
+import {
+  Author,
+  Comment,
+  CommentByColumn,
+  dataSourceOptions,
+  Keyed,
+  Post,
+  PostByColumn,
+} from './blog'
 
-const logicalShards = 64
+const sharding = testSharding()
+const entities = [Author, Post, Comment, PostByColumn, CommentByColumn, Keyed]
+
+/** An initialized DataSource with every blog entity and shardflake installed. */
+async function blogDataSource(
+  raw: RawDatabase,
+  source: IdSource,
+  extra: Partial<DataSourceOptions> = {},
+): Promise<DataSource> {
+  const dataSource = new DataSource({
+    ...dataSourceOptions(raw, entities),
+    ...extra,
+  } as DataSourceOptions)
+  shardedIds(dataSource, { source })
+  return dataSource.initialize()
+}
+
+const author = (id: string) => Object.assign(new Author(), { id })
 
 /** Registers the tests; `tag` keeps the databases of each TypeORM major apart. */
 export function describeInsertPaths(tag: string): void {
@@ -41,10 +63,7 @@ export function describeInsertPaths(tag: string): void {
           `sf_typeorm_${tag}paths_${dialect === 'postgres' ? 'pg' : 'my'}`,
         )
         for (const statement of blogSchemaSql(dialect)) await raw.query(statement)
-        counting = new CountingSource(
-          asAsync(new InProcessSource({ layout: instagram, shards: 'all' })),
-          logicalShards,
-        )
+        counting = new CountingSource(asAsync(new InProcessSource({ sharding, shards: 'all' })))
         dataSource = await blogDataSource(raw, counting, { logger: recorder(queries) })
         for (const email of ['a@example.com', 'b@example.com', 'c@example.com']) {
           authorIds.push(
@@ -56,6 +75,7 @@ export function describeInsertPaths(tag: string): void {
 
       afterAll(async () => {
         await dataSource?.destroy()
+        await counting?.close()
         await raw?.close()
       })
 
@@ -70,7 +90,7 @@ export function describeInsertPaths(tag: string): void {
       it('save() of a new entity sends one INSERT carrying the ID, no SELECT first', async () => {
         const post = await dataSource
           .getRepository(Post)
-          .save(Object.assign(new Post(), { authorId: authorIds[0]!, title: 'logged' }))
+          .save(Object.assign(new Post(), { author: author(authorIds[0]!), title: 'logged' }))
         const statements = queries.filter((sql) => !/^(START|BEGIN|COMMIT|SET)/i.test(sql.trim()))
         expect(statements).toHaveLength(1)
         expect(statements[0]).toMatch(/^INSERT INTO/)
@@ -78,12 +98,15 @@ export function describeInsertPaths(tag: string): void {
       })
 
       it('insert() assigns IDs to instances and to plain objects, one nextIds per shard', async () => {
-        const instance = Object.assign(new Post(), { authorId: authorIds[0]!, title: 'insert 1' })
-        const plain: Partial<Post>[] = [
+        const instance = Object.assign(new PostByColumn(), {
+          authorId: authorIds[0]!,
+          title: 'insert 1',
+        })
+        const plain: Partial<PostByColumn>[] = [
           { authorId: authorIds[1]!, title: 'insert 2' },
           { authorId: authorIds[1]!, title: 'insert 3' },
         ]
-        const result = await dataSource.getRepository(Post).insert([instance, ...plain])
+        const result = await dataSource.getRepository(PostByColumn).insert([instance, ...plain])
         expect(typeof instance.id).toBe('string')
         expect(typeof plain[0]!.id).toBe('string')
         expect(result.identifiers.map((row) => row.id)).toEqual([
@@ -98,18 +121,20 @@ export function describeInsertPaths(tag: string): void {
         ] as const) {
           const stored = await storedPost(title)
           expect(String(stored?.id)).toBe(row.id)
-          expect(instagram.shardOf(row.id!)).toBe(integerShard(row.authorId!, logicalShards))
+          expect(sharding.shardOfId(row.id!)).toBe(sharding.shardOfId(row.authorId!))
         }
         expect(counting.nextIdsCalls).toBe(
-          new Set(authorIds.slice(0, 2).map((id) => integerShard(id, logicalShards))).size,
+          new Set(authorIds.slice(0, 2).map((id) => sharding.shardOfId(id))).size,
         )
       })
 
       it('assigns IDs in query-builder inserts', async () => {
         const values = [0, 1, 2].map((i) => ({ authorId: authorIds[i]!, title: `qb ${i}` }))
-        await dataSource.createQueryBuilder().insert().into(Post).values(values).execute()
+        await dataSource.createQueryBuilder().insert().into(PostByColumn).values(values).execute()
         for (const [i, value] of values.entries()) {
-          expect(String((await storedPost(`qb ${i}`))?.id)).toBe((value as Partial<Post>).id)
+          const id = (value as Partial<PostByColumn>).id!
+          expect(String((await storedPost(`qb ${i}`))?.id)).toBe(id)
+          expect(sharding.shardOfId(id)).toBe(sharding.shardOfId(authorIds[i]!))
         }
       })
 
@@ -121,7 +146,7 @@ export function describeInsertPaths(tag: string): void {
           'upsert@example.com',
         ])
         expect(String(stored?.id)).toBe(fresh.id)
-        expect(instagram.shardOf(fresh.id!)).toBe(hashShard('upsert@example.com', logicalShards))
+        expect(sharding.shardOfId(fresh.id!)).toBe(expectedShard('upsert@example.com', 64))
         const again: Partial<Author> = { email: 'upsert@example.com' }
         await authors.upsert(again, ['email'])
         const [after] = await raw.query(`SELECT id FROM authors WHERE email = ${p(1)}`, [
@@ -132,21 +157,24 @@ export function describeInsertPaths(tag: string): void {
       })
 
       it('co-locates a child that points at a parent saved in the same call', async () => {
-        const post = Object.assign(new Post(), { authorId: authorIds[2]!, title: 'child first' })
+        const post = Object.assign(new Post(), {
+          author: author(authorIds[2]!),
+          title: 'child first',
+        })
         const comment = Object.assign(new Comment(), { body: 'points up', post })
         await dataSource.getRepository(Comment).save(comment)
         const [row] = await raw.query(`SELECT id, post_id FROM comments WHERE body = ${p(1)}`, [
           'points up',
         ])
         expect(String(row?.post_id)).toBe(post.id)
-        expect(instagram.shardOf(String(row?.id))).toBe(instagram.shardOf(post.id!))
-        expect(instagram.shardOf(post.id!)).toBe(integerShard(authorIds[2]!, logicalShards))
+        expect(sharding.shardOfId(String(row?.id))).toBe(sharding.shardOfId(post.id!))
+        expect(sharding.shardOfId(post.id!)).toBe(sharding.shardOfId(authorIds[2]!))
       })
 
       it('finds the parent of a child through a saved relation, a reference, or its key column', async () => {
         const posts = dataSource.getRepository(Post)
         const post = await posts.save(
-          Object.assign(new Post(), { authorId: authorIds[0]!, title: 'parent saved' }),
+          Object.assign(new Post(), { author: author(authorIds[0]!), title: 'parent saved' }),
         )
         const comments = dataSource.getRepository(Comment)
         const byRelation = await comments.save(Object.assign(new Comment(), { body: 'r', post }))
@@ -155,21 +183,24 @@ export function describeInsertPaths(tag: string): void {
           .getRepository(CommentByColumn)
           .save(Object.assign(new CommentByColumn(), { body: 'col', postId: post.id }))
         // A new parent in the same call, named by the child's key column (still empty).
-        const parent = Object.assign(new Post(), { authorId: authorIds[2]!, title: 'col parent' })
+        const parent = Object.assign(new PostByColumn(), {
+          authorId: authorIds[2]!,
+          title: 'col parent',
+        })
         const cascaded = await dataSource
           .getRepository(CommentByColumn)
           .save(Object.assign(new CommentByColumn(), { body: 'col cascade', post: parent }))
         for (const comment of [byRelation, byReference, byColumn]) {
-          expect(instagram.shardOf(comment.id!)).toBe(instagram.shardOf(post.id!))
+          expect(sharding.shardOfId(comment.id!)).toBe(sharding.shardOfId(post.id!))
         }
-        expect(instagram.shardOf(cascaded.id!)).toBe(integerShard(authorIds[2]!, logicalShards))
+        expect(sharding.shardOfId(cascaded.id!)).toBe(sharding.shardOfId(authorIds[2]!))
         const [row] = await raw.query(`SELECT post_id FROM comments WHERE body = ${p(1)}`, ['col'])
         expect(String(row?.post_id)).toBe(post.id)
       })
 
       it('follows plain objects through a cascade (the README quick start)', async () => {
         const saved = await dataSource.getRepository(Post).save({
-          authorId: authorIds[1]!,
+          author: { id: authorIds[1]! } as Author,
           title: 'plain cascade',
           comments: [{ body: 'plain child' } as Comment],
         })
@@ -177,15 +208,15 @@ export function describeInsertPaths(tag: string): void {
           'plain child',
         ])
         expect(String(row?.post_id)).toBe(saved.id)
-        expect(instagram.shardOf(String(row?.id))).toBe(instagram.shardOf(saved.id!))
+        expect(sharding.shardOfId(String(row?.id))).toBe(sharding.shardOfId(saved.id!))
       })
 
       it('fails loudly on the NOT NULL key when listeners are off or SQL is raw', async () => {
         const before = await raw.query('SELECT COUNT(*) AS n FROM posts')
         await expect(
           dataSource
-            .getRepository(Post)
-            .save(Object.assign(new Post(), { authorId: authorIds[0]!, title: 'quiet' }), {
+            .getRepository(PostByColumn)
+            .save(Object.assign(new PostByColumn(), { authorId: authorIds[0]!, title: 'quiet' }), {
               listeners: false,
             }),
         ).rejects.toThrow(/shardflake: posts\.id .*listeners/)
@@ -193,7 +224,7 @@ export function describeInsertPaths(tag: string): void {
           dataSource
             .createQueryBuilder()
             .insert()
-            .into(Post)
+            .into(PostByColumn)
             .values({ authorId: authorIds[0]!, title: 'quiet' })
             .callListeners(false)
             .execute(),
@@ -215,6 +246,7 @@ export function describeInsertPaths(tag: string): void {
     const seen: unknown[] = []
     let running = 0
     let mostAtOnce = 0
+    let inner: InProcessSource
 
     /** Asks PostgreSQL, through the caller's connection, which backend serves it. */
     const probing = (inner: IdSource): IdSource => ({
@@ -238,12 +270,13 @@ export function describeInsertPaths(tag: string): void {
     beforeAll(async () => {
       raw = await freshDatabase('postgres', `sf_typeorm_${tag}runner_pg`)
       for (const statement of blogSchemaSql('postgres')) await raw.query(statement)
-      const inner = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+      inner = new InProcessSource({ sharding, shards: 'all' })
       dataSource = await blogDataSource(raw, probing(inner), { extra: { max: 2 } })
     })
 
     afterAll(async () => {
       await dataSource?.destroy()
+      inner?.close()
       await raw?.close()
     })
 
@@ -257,7 +290,7 @@ export function describeInsertPaths(tag: string): void {
           dataSource.transaction(async (manager) => {
             // A transaction-local setting: visible only on this connection, in this transaction.
             await manager.query("SELECT set_config('sf.tx', $1, true)", [`tx ${i}`])
-            await manager.save(Object.assign(new Post(), { authorId: author.id, title: `tx ${i}` }))
+            await manager.save(Object.assign(new Post(), { author, title: `tx ${i}` }))
           }),
         ),
       )
@@ -269,7 +302,12 @@ export function describeInsertPaths(tag: string): void {
     it('sends the queries of a call spanning several shards one after another on its connection', async () => {
       const authors = await dataSource.getRepository(Author).save(
         // IDs of our choosing (kept as given), for posts on four different shards
-        [1, 2, 3, 4].map((n) => Object.assign(new Author(), { id: `${n}`, email: `${n}@q` })),
+        [1, 2, 3, 4].map((shard) =>
+          Object.assign(new Author(), {
+            id: sharding.layout.compose({ timestamp: Date.now(), shard, sequence: 0 }).toString(),
+            email: `${shard}@q`,
+          }),
+        ),
       )
       // Queries TypeORM has started and not finished, as its query events see them.
       let onConnection = 0
@@ -288,14 +326,10 @@ export function describeInsertPaths(tag: string): void {
       await dataSource.transaction(async (manager) => {
         await manager.query("SELECT set_config('sf.tx', 'multi', true)")
         await manager.save(
-          authors.map((author, i) =>
-            Object.assign(new Post(), { authorId: author.id, title: `multi ${i}` }),
-          ),
+          authors.map((author, i) => Object.assign(new Post(), { author, title: `multi ${i}` })),
         )
       })
-      const shards = new Set(
-        authors.map((author) => integerShard(BigInt(author.id), logicalShards)),
-      )
+      const shards = new Set(authors.map((author) => sharding.shardOfId(author.id)))
       expect(shards.size).toBeGreaterThan(1)
       expect(seen).toEqual([...shards].map(() => 'multi'))
       expect(mostAtOnce).toBeGreaterThan(1) // the shards are asked for concurrently ...

@@ -1,0 +1,3 @@
+import { describeStartup } from './startup'
+
+describeStartup('')
