@@ -1,7 +1,15 @@
 import { Prisma } from '@prisma/client/extension'
-import { type IdSource, InvalidArgumentError } from '@shardflake/core'
-import { checkModels, type ShardedModels } from './metadata'
-import { IdPlan } from './plan'
+import { ConfigurationError, type IdSource, InvalidArgumentError } from '@shardflake/core'
+import { checkModels, type ModelMetadata, type ShardedModels } from './metadata'
+import { type FindField, IdPlan } from './plan'
+
+/** The one delegate method the extension calls to read a parent's ID. */
+interface FindUnique {
+  findUnique(args: {
+    where: Record<string, unknown>
+    select: Record<string, true>
+  }): Promise<Record<string, unknown> | null>
+}
 
 /** What Prisma passes a query hook, as far as the extension reads it. */
 interface QueryHookParams<A, R> {
@@ -16,7 +24,8 @@ export interface ShardedIdsOptions<M extends ShardedModels = ShardedModels> {
   /**
    * Where IDs come from: an `InProcessSource` (no round trip; the fastest with Prisma) or a
    * database source (`PostgresSource`, `MysqlSource`, ...), which uses its own connections, never
-   * Prisma's, so interactive transactions cannot starve it.
+   * Prisma's, so interactive transactions cannot starve it. Its `sharding` (layout and logical
+   * shards) decides where every key goes.
    */
   source: IdSource
   /**
@@ -43,7 +52,7 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
    * source call per shard, and returns the same rows. Use it before `createMany`, which returns
    * only a count (and has no `createManyAndReturn` on MySQL/MariaDB), to learn the IDs.
    * @throws MissingShardKeyError when a row lacks its shard key (nothing is allocated).
-   * @throws InvalidArgumentError for a model the metadata does not know.
+   * @throws InvalidArgumentError for a model without a sharded ID (unknown, or not annotated).
    * @example
    * ```ts
    * const rows = await prisma.$shardedIds.assign('Post', [{ userId, title: 'a' }, { userId, title: 'b' }])
@@ -60,9 +69,22 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
 /**
  * A Prisma client extension that gives every new row of a sharded model its 64-bit sharded ID
  * before the INSERT: `create`, `createMany`, `createManyAndReturn`, `upsert`, and every nested
- * `create`, `createMany`, `connectOrCreate` and `upsert` inside them and inside `update`. It asks
- * the source once per shard per operation (once per level when children are sharded by a parent
- * ID made in the same call). An ID the caller gives is kept.
+ * `create`, `createMany`, `connectOrCreate` and `upsert` inside them and inside `update`. It
+ * asks the source once per shard per operation (once per level when children go where a parent
+ * made in the same call goes). An ID the caller gives is kept. Rules and shards come from
+ * `source.sharding`, the application's `defineSharding(...)` (sources without one, ticket
+ * servers, make plain IDs and rules do not apply).
+ *
+ * A child goes on the shard of the parent it is actually written under. When that parent is
+ * named by something other than its ID (`connect: { email }`, an `update` by a unique field) or
+ * by a `connectOrCreate`, the extension reads the parent's ID through the client it extends first,
+ * and pins the write to what it read: the `where` gets the ID, a `connectOrCreate` becomes a
+ * `connect` (the parent exists) or a `create` (it does not, and the child follows the created
+ * parent). A parent changed in between makes Prisma fail the write; it never misplaces the child.
+ *
+ * Order of `$extends`: query extensions run in the order they were added. Add `shardedIds` after
+ * an extension that fills fields of `data` (a tenant key the rule reads), and before one that
+ * should see the IDs.
  *
  * Prisma hands extensions a copy of the arguments, so the caller learns the IDs from the result
  * (or assigns them first with `prisma.$shardedIds.assign`). In that copy, `createMany` and
@@ -72,63 +94,85 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
  *
  * @example
  * ```ts
- * import { InProcessSource, instagram } from '@shardflake/core'
+ * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
  * import { shardedIds } from '@shardflake/prisma'
  * import { PrismaPg } from '@prisma/adapter-pg'
  * import { PrismaClient } from './generated/prisma/client'
  * import { models } from './generated/shardflake'
  *
- * const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards: 2000 })
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * const source = new InProcessSource({ sharding, shards: 'all' })
  * const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString }) })
  *   .$extends(shardedIds({ source, models }))
  * // the same, with the models bound by the generator:
  * // import { shardedIds } from './generated/shardflake'; .$extends(shardedIds({ source }))
- * const post = await prisma.post.create({ data: { userId: 31341n, title: 'hello' } })
- * post.id // 1387263000905318401n, on shard 31341 % 2000
+ * const user = await prisma.user.create({ data: { email: 'ada@example.com' } })
+ * sharding.shardOfId(user.id) // sharding.shardForKey('ada@example.com')
  * ```
  * @throws MissingShardKeyError (per operation) when a new row lacks its shard key, before
  *   anything is allocated or written.
  * @throws UnsafeNumberError when a sharded ID, shard key or key to a sharded ID is a `number`
  *   above 2^53 (it has lost digits already: pass a bigint).
+ * @throws InvalidShardRuleError (at once) for a rule that does not mean what it says, such as
+ *   `shardBy` on a key that holds a sharded parent's ID.
  */
 export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOptions<M>) {
   const { source } = options
+  if (!source || typeof source.nextIds !== 'function') {
+    throw new ConfigurationError(
+      "shardedIds needs `source`: an IdSource made with the application's sharding (new InProcessSource({ sharding, shards }), a PostgresSource, ...).",
+    )
+  }
   const models = checkModels(options.models)
 
-  const $shardedIds: ShardedIdsClient<M> = {
-    models,
-    async assign(model, rows) {
-      if (!Object.hasOwn(models, model)) {
-        throw new InvalidArgumentError(
-          `Unknown model ${JSON.stringify(model)}: the shardflake metadata has ${Object.keys(models).join(', ')}. Re-run prisma generate after changing the schema.`,
-        )
-      }
-      const plan = new IdPlan(models).rowsOf(model, rows)
-      if (!plan.empty) await plan.assign(source)
-      return rows as ((typeof rows)[number] & { [F in IdFieldOf<M, typeof model>]: bigint })[]
-    },
-  }
+  return Prisma.defineExtension((client) => {
+    const delegates = client as unknown as Record<string, FindUnique | undefined>
+    const find: FindField = async (model, where, field) => {
+      const delegate = delegates[model.charAt(0).toLowerCase() + model.slice(1)]
+      if (!delegate) throw new ConfigurationError(`The Prisma client has no model ${model}.`)
+      const row = await delegate.findUnique({ where, select: { [field]: true } })
+      return row?.[field] ?? undefined
+    }
 
-  const fill = async <A, R>({ model, operation, args, query }: QueryHookParams<A, R>) => {
-    const plan = new IdPlan(models).operation(model, operation, args)
-    if (!plan.empty) await plan.assign(source)
-    if (operation === 'createMany' || operation === 'createManyAndReturn') plan.writeIdsAsText()
-    return query(args)
-  }
-
-  return Prisma.defineExtension({
-    name: '@shardflake/prisma',
-    client: { $shardedIds },
-    // Only the operations that can create rows: reads and the rest skip the hook (and the copy
-    // of their arguments Prisma makes for every query hook).
-    query: {
-      $allModels: {
-        create: fill,
-        createMany: fill,
-        createManyAndReturn: fill,
-        upsert: fill,
-        update: fill,
+    const $shardedIds: ShardedIdsClient<M> = {
+      models,
+      async assign(model, rows) {
+        const meta: ModelMetadata | undefined = Object.hasOwn(models, model)
+          ? models[model]
+          : undefined
+        if (meta?.id === undefined) {
+          const sharded = Object.keys(models).filter((name) => models[name]!.id !== undefined)
+          throw new InvalidArgumentError(
+            `${JSON.stringify(model)} is not a model with a sharded ID (one with /// @shardedId). Those are: ${sharded.join(', ') || 'none'}. Re-run prisma generate after changing the schema.`,
+          )
+        }
+        const plan = new IdPlan(models).rowsOf(model, rows)
+        if (!plan.empty) await plan.assign(source, find)
+        return rows as ((typeof rows)[number] & { [F in IdFieldOf<M, typeof model>]: bigint })[]
       },
-    },
+    }
+
+    const fill = async <A, R>({ model, operation, args, query }: QueryHookParams<A, R>) => {
+      const plan = new IdPlan(models).operation(model, operation, args)
+      if (!plan.empty) await plan.assign(source, find)
+      if (operation === 'createMany' || operation === 'createManyAndReturn') plan.writeIdsAsText()
+      return query(args)
+    }
+
+    return client.$extends({
+      name: '@shardflake/prisma',
+      client: { $shardedIds },
+      // Only the operations that can create rows: reads and the rest skip the hook (and the copy
+      // of their arguments Prisma makes for every query hook).
+      query: {
+        $allModels: {
+          create: fill,
+          createMany: fill,
+          createManyAndReturn: fill,
+          upsert: fill,
+          update: fill,
+        },
+      },
+    })
   })
 }

@@ -1,8 +1,9 @@
 import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { DMMF, GeneratorManifest, GeneratorOptions } from '@prisma/generator-helper'
-import { ConfigurationError, type ShardRule } from '@shardflake/core'
+import { ConfigurationError, InvalidShardRuleError, type ShardRule } from '@shardflake/core'
 import {
+  checkModels,
   type ModelMetadata,
   parseShardedId,
   type RelationMetadata,
@@ -15,12 +16,19 @@ const KEY_TYPES = new Set(['BigInt', 'Int', 'String'])
  * The metadata of every model of a schema, read from Prisma's full DMMF: the field annotated
  * `/// @shardedId(...)` with its rule, and every relation field. This is what the generator
  * writes; it is exported for tools that hold a DMMF themselves.
+ * @throws InvalidShardRuleError for a misspelt or malformed annotation, or a rule that does not
+ *   mean what it says (`shardBy` on a key holding a sharded parent's ID: use `sameShardAs`).
  * @throws ConfigurationError for an annotation on a field that is not a `BigInt @id`, a rule
  *   naming a missing field, or two sharded IDs in one model.
  */
 export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
   const models: Record<string, ModelMetadata> = {}
   for (const model of datamodel.models) {
+    if (parseShardedId(model.documentation, model.name)) {
+      throw new InvalidShardRuleError(
+        `${model.name}: @shardedId goes on the ID field (a /// line above it), not on the model.`,
+      )
+    }
     let sharded: { id: string; rule: ShardRule } | undefined
     const relations: Record<string, RelationMetadata> = {}
     for (const field of model.fields) {
@@ -51,26 +59,10 @@ export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
       }
       const { stringKeys, ...rule } = annotation
       const ref = rule.shardBy ?? rule.sameShardAs
-      let key = ref
-      if (ref !== undefined) {
-        const target = model.fields.find((f) => f.name === ref)
-        if (!target) {
-          throw new ConfigurationError(
-            `${where}: @shardedId names '${ref}', which ${model.name} does not have.`,
-          )
-        }
-        if (target.kind === 'object') {
-          if (target.relationFromFields?.length !== 1) {
-            throw new ConfigurationError(
-              `${where}: '${ref}' is a relation without exactly one foreign-key field; name the scalar field.`,
-            )
-          }
-          key = target.relationFromFields[0]!
-        } else if (!KEY_TYPES.has(target.type)) {
-          throw new ConfigurationError(
-            `${where}: '${ref}' is a ${target.type}; shard keys are BigInt, Int or String fields.`,
-          )
-        }
+      if (ref !== undefined && !model.fields.some((f) => f.name === ref)) {
+        throw new ConfigurationError(
+          `${where}: @shardedId names '${ref}', which ${model.name} does not have.`,
+        )
       }
       sharded = {
         id: field.name,
@@ -78,13 +70,40 @@ export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
           rule.shard !== undefined
             ? { shard: rule.shard }
             : rule.sameShardAs !== undefined
-              ? { sameShardAs: key! }
-              : { shardBy: key!, ...(stringKeys && { stringKeys }) },
+              ? { sameShardAs: rule.sameShardAs }
+              : { shardBy: rule.shardBy!, ...(stringKeys && { stringKeys }) },
       }
     }
     models[model.name] = { ...sharded, relations }
   }
-  return models
+  const checked = checkModels(models)
+  for (const model of datamodel.models) {
+    const rule = checked[model.name]?.rule
+    if (!rule || !('shardBy' in rule) || typeof rule.shardBy !== 'string') continue
+    const key = model.fields.find((f) => f.name === rule.shardBy)
+    if (key && !KEY_TYPES.has(key.type)) {
+      throw new ConfigurationError(
+        `${model.name}: shardBy '${key.name}' is a ${key.type}; shard keys are BigInt, Int or String fields.`,
+      )
+    }
+  }
+  return checked
+}
+
+/**
+ * Refuses `@shardedId` (or a misspelling of it) in a `//` comment, which Prisma drops from the
+ * DMMF: the model would silently go unsharded.
+ * @throws InvalidShardRuleError
+ */
+export function checkPlainComments(schema: string, file = 'schema.prisma'): void {
+  schema.split(/\r?\n/).forEach((line, index) => {
+    const comment = /(?<![/:])\/\/(?!\/)(.*)$/.exec(line)
+    if (comment && /@shard/i.test(comment[1]!)) {
+      throw new InvalidShardRuleError(
+        `${file}:${index + 1}: "${line.trim()}" is a // comment, which Prisma ignores: write the annotation in a /// comment on the line above the ID field.`,
+      )
+    }
+  })
 }
 
 /** The files of the generated module: `index.ts`, or `index.js` + `index.d.ts`. */
@@ -174,6 +193,7 @@ export function manifest(): GeneratorManifest {
 export async function generate(options: GeneratorOptions): Promise<void> {
   const output = options.generator.output?.value
   if (!output) throw new ConfigurationError('The shardflake generator needs an output folder.')
+  checkPlainComments(options.datamodel, options.schemaPath.split(/[\\/]/).pop())
   const models = modelsFromDmmf(options.dmmf.datamodel)
   const { importFrom } = options.generator.config
   const files = renderModels(

@@ -1,4 +1,11 @@
-import { ConfigurationError, type ShardRule, type StringKeyMode } from '@shardflake/core'
+import {
+  ConfigurationError,
+  checkShardRule,
+  InvalidShardRuleError,
+  type ShardRule,
+  type StringKeyMode,
+  shardByOnShardedIdError,
+} from '@shardflake/core'
 
 /**
  * What the extension knows about the models of a Prisma schema. `prisma generate` writes it
@@ -9,11 +16,13 @@ import { ConfigurationError, type ShardRule, type StringKeyMode } from '@shardfl
  *
  * @example Written by hand (the fallback for apps that do not run the generator)
  * ```ts
+ * import type { ShardedModels } from '@shardflake/prisma'
+ *
  * const models = {
  *   User: { id: 'id', rule: { shardBy: 'email' }, relations: { posts: { model: 'Post', list: true } } },
  *   Post: {
  *     id: 'id',
- *     rule: { shardBy: 'userId' },
+ *     rule: { sameShardAs: 'user' },
  *     relations: { user: { model: 'User', fields: ['userId'], references: ['id'] } },
  *   },
  * } satisfies ShardedModels
@@ -26,10 +35,9 @@ export interface ModelMetadata {
   /** The field holding the sharded ID. Absent for models whose ID is not sharded. */
   readonly id?: string
   /**
-   * Where a new row's shard comes from, naming fields of this model: `{ shardBy: 'userId' }`,
-   * `{ sameShardAs: 'postId' }` (the row goes to its parent's shard) or `{ shard: 3 }`. A foreign
-   * key the row does not carry itself (a nested create, a `connect`) is read from the relation.
-   * Required with `id`.
+   * Where a new row's shard comes from, naming fields or relations of this model:
+   * `{ shardBy: 'email' }` (a plain key), `{ sameShardAs: 'post' }` or `{ sameShardAs: 'postId' }`
+   * (the parent's shard, read from its ID) or `{ shard: 3 }`. Required with `id`.
    */
   readonly rule?: ShardRule
   /** Relation fields by name, for nested writes. @default {} */
@@ -58,47 +66,62 @@ export interface ShardedIdAnnotation {
   readonly stringKeys?: StringKeyMode
 }
 
-const ANNOTATION = /@shardedId\b\s*(?:\(([^)]*)\))?/
+const ANNOTATION = /@shardedId\b\s*(?:\(([^)]*)\))?/g
+/** Anything that looks like an attempt at the annotation: `@shardedid`, `@shardedIds`, `@shardId`. */
+const LOOKALIKE = /@shard[\w-]*/gi
 
 /**
- * Reads `@shardedId(shardBy: userId)`, `@shardedId(sameShardAs: postId)` or
- * `@shardedId(shard: 3)` (plus `stringKeys: hash`) out of a field's `///` documentation.
- * Returns `undefined` when the documentation has no `@shardedId`.
- * @throws ConfigurationError for a malformed annotation.
+ * Reads `@shardedId(shardBy: email)`, `@shardedId(sameShardAs: post)` or `@shardedId(shard: 3)`
+ * (plus `stringKeys: hash`) out of a field's `///` documentation. Returns `undefined` when the
+ * documentation has no annotation.
+ * @throws InvalidShardRuleError for a malformed or misspelt annotation (`@shardedid`, unknown
+ *   arguments, two rules), so a typo fails `prisma generate` instead of leaving the model unsharded.
  */
 export function parseShardedId(
   documentation: string | undefined,
   where: string,
 ): ShardedIdAnnotation | undefined {
-  const match = documentation ? ANNOTATION.exec(documentation) : null
-  if (!match) return undefined
+  if (!documentation) return undefined
+  for (const [token] of documentation.matchAll(LOOKALIKE)) {
+    if (token !== '@shardedId') {
+      throw new InvalidShardRuleError(
+        `${where}: unknown annotation ${token}. The annotation is spelt @shardedId(shardBy: <field>), @shardedId(sameShardAs: <relation>) or @shardedId(shard: <n>).`,
+      )
+    }
+  }
+  const matches = [...documentation.matchAll(ANNOTATION)]
+  if (matches.length === 0) return undefined
+  if (matches.length > 1) throw new InvalidShardRuleError(`${where}: @shardedId appears twice.`)
+  const match = matches[0]!
   const entries: Record<string, string> = {}
   for (const part of (match[1] ?? '').split(',')) {
     if (!part.trim()) continue
     const [key, value, ...rest] = part.split(':').map((s) => s.trim().replace(/^["']|["']$/g, ''))
     if (!key || !value || rest.length > 0) {
-      throw new ConfigurationError(`${where}: cannot read "${part.trim()}" in ${match[0]}.`)
+      throw new InvalidShardRuleError(`${where}: cannot read "${part.trim()}" in ${match[0]}.`)
     }
     entries[key] = value
   }
   const { shardBy, sameShardAs, shard, stringKeys, ...unknown } = entries
   const extra = Object.keys(unknown)
   if (extra.length > 0) {
-    throw new ConfigurationError(
+    throw new InvalidShardRuleError(
       `${where}: unknown ${extra.join(', ')} in ${match[0]} (use shardBy, sameShardAs, shard, stringKeys).`,
     )
   }
   const rules = [shardBy, sameShardAs, shard].filter((value) => value !== undefined)
   if (rules.length !== 1) {
-    throw new ConfigurationError(
-      `${where}: ${match[0]} needs exactly one of shardBy: <field>, sameShardAs: <field> or shard: <number>.`,
+    throw new InvalidShardRuleError(
+      `${where}: ${match[0]} needs exactly one of shardBy: <field>, sameShardAs: <relation or foreign key> or shard: <number>.`,
     )
   }
-  if (stringKeys !== undefined && stringKeys !== 'auto' && stringKeys !== 'hash') {
-    throw new ConfigurationError(`${where}: stringKeys must be auto or hash, got ${stringKeys}.`)
+  if (stringKeys !== undefined && ((stringKeys !== 'auto' && stringKeys !== 'hash') || !shardBy)) {
+    throw new InvalidShardRuleError(
+      `${where}: stringKeys goes with shardBy and is auto or hash, got ${stringKeys}.`,
+    )
   }
   if (shard !== undefined && !/^\d+$/.test(shard)) {
-    throw new ConfigurationError(`${where}: shard must be a non-negative integer, got ${shard}.`)
+    throw new InvalidShardRuleError(`${where}: shard must be a non-negative integer, got ${shard}.`)
   }
   return {
     ...(shardBy !== undefined && { shardBy }),
@@ -109,9 +132,78 @@ export function parseShardedId(
 }
 
 /**
- * Checks that `models` is consistent (rules on sharded models, relations to listed models,
- * rule fields that exist when field lists are known) and returns it.
- * @throws ConfigurationError
+ * The relation that `field` (a relation name or one of its foreign keys) goes through, and the
+ * foreign key itself.
+ */
+function relationOf(
+  meta: ModelMetadata,
+  field: string,
+): { name: string; relation: RelationMetadata; key: string | undefined } | undefined {
+  const relations = meta.relations ?? {}
+  const named = relations[field]
+  if (named) {
+    return {
+      name: field,
+      relation: named,
+      key: named.fields?.length === 1 ? named.fields[0] : undefined,
+    }
+  }
+  for (const [name, relation] of Object.entries(relations)) {
+    if (relation.fields?.includes(field)) return { name, relation, key: field }
+  }
+  return undefined
+}
+
+/**
+ * The rule of model `name` with relation names replaced by their foreign key, after checking
+ * it means what it says: `shardBy` on a key that holds a sharded parent's ID is refused (its
+ * shard is in the ID's bits, not in its value modulo logicalShards), and `sameShardAs` must reach
+ * a parent whose ID is sharded.
+ * @throws InvalidShardRuleError
+ */
+function resolveRule(models: ShardedModels, name: string, meta: ModelMetadata): ShardRule {
+  const rule = checkShardRule(meta.rule, name) as ShardRule
+  if ('shard' in rule) return rule
+  const ref = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
+  if (typeof ref !== 'string') return rule
+  if (ref === meta.id) {
+    throw new InvalidShardRuleError(
+      `${name}: the shard rule names the ID '${ref}' itself, which the rule is there to make.`,
+    )
+  }
+  const via = relationOf(meta, ref)
+  const parent = via ? models[via.relation.model] : undefined
+  const pointsToShardedId =
+    via !== undefined &&
+    parent?.id !== undefined &&
+    via.key !== undefined &&
+    via.relation.references?.[via.relation.fields!.indexOf(via.key)] === parent.id
+  if ('shardBy' in rule) {
+    if (pointsToShardedId) {
+      throw shardByOnShardedIdError(name, ref, via.relation.model, via.name)
+    }
+    if (via && !via.key) {
+      throw new InvalidShardRuleError(
+        `${name}: shardBy '${ref}' is a relation without exactly one foreign-key field; name the field.`,
+      )
+    }
+    return via?.key && via.key !== ref ? { ...rule, shardBy: via.key } : rule
+  }
+  if (via && !pointsToShardedId) {
+    throw new InvalidShardRuleError(
+      `${name}: sameShardAs '${ref}' reads the shard from ${via.relation.model}'s ID, but ${parent?.id === undefined ? `${via.relation.model} has no sharded ID (no @shardedId)` : `'${ref}' does not hold ${via.relation.model}.${parent.id}`}. Use shardBy for a plain key.`,
+    )
+  }
+  return via?.key && via.key !== ref ? { sameShardAs: via.key } : rule
+}
+
+/**
+ * Checks `models` (rules on sharded models, relations to listed models, rules that mean what they
+ * say) and returns them with every rule naming a field: a relation in `sameShardAs` (or a
+ * plain-keyed relation in `shardBy`) becomes its foreign key.
+ * @throws ConfigurationError for inconsistent metadata.
+ * @throws InvalidShardRuleError for a rule that is missing, malformed, or `shardBy` on a key
+ *   that holds a sharded parent's ID (use `sameShardAs`).
  */
 export function checkModels<M extends ShardedModels>(models: M): M {
   if (!models || typeof models !== 'object') {
@@ -119,12 +211,8 @@ export function checkModels<M extends ShardedModels>(models: M): M {
       'shardedIds needs `models`: the metadata `prisma generate` writes (generator shardflake), or an object written by hand.',
     )
   }
+  const checked: Record<string, ModelMetadata> = {}
   for (const [name, model] of Object.entries(models)) {
-    if (model.id !== undefined && !model.rule) {
-      throw new ConfigurationError(
-        `Model ${name}: the sharded ID '${model.id}' has no rule (shardBy, sameShardAs or shard).`,
-      )
-    }
     if (model.rule && model.id === undefined) {
       throw new ConfigurationError(`Model ${name}: a rule without \`id\` (the sharded ID field).`)
     }
@@ -140,8 +228,10 @@ export function checkModels<M extends ShardedModels>(models: M): M {
         )
       }
     }
+    checked[name] =
+      model.id === undefined ? model : { ...model, rule: resolveRule(models, name, model) }
   }
-  return models
+  return checked as M
 }
 
 /** The relation field on `relation.model` that points back to `model` through `relation`. */

@@ -2,18 +2,19 @@ import {
   allocateIds,
   ConfigurationError,
   type IdSource,
-  logicalShardsOf,
-  resolveShard,
+  MissingShardKeyError,
+  type Sharding,
+  stringifyIds,
   toBigInt,
 } from '@shardflake/core'
-import {
-  backRelation,
-  type ModelMetadata,
-  type RelationMetadata,
-  type ShardedModels,
-} from './metadata'
+import type { ModelMetadata, RelationMetadata, ShardedModels } from './metadata'
+import { type Data, isObject, isScalar, list, walkOf } from './walk'
 
-type Data = Record<string, unknown>
+/**
+ * Reads `field` of the one `model` row matching `where` (a unique filter); `undefined` when there
+ * is no such row. The extension reads through the Prisma client it extends.
+ */
+export type FindField = (model: string, where: Data, field: string) => Promise<unknown>
 
 /** A row the operation creates. */
 interface NewRow {
@@ -27,76 +28,40 @@ interface NewRow {
   id?: bigint
 }
 
-/** A row that exists already (the target of an update): only its `where` is known. */
+/** A row that exists already (the target of an update): only its unique `where` is known. */
 interface ExistingRow {
   readonly kind: 'existing'
   readonly model: string
   readonly meta: ModelMetadata
   readonly data: Data
   readonly links: Map<string, Row>
+  /** True when a missing field may be read from the database and pinned into `where`. */
+  readonly askable: boolean
 }
 
 type Row = NewRow | ExistingRow
-const NOTHING: Data = {}
-type Lookup = { value: unknown } | { pending: NewRow } | undefined
 
-/** A relation field, with what the walk needs precomputed once per model. */
-interface RelationEntry {
+/**
+ * A value only the database knows: which row a `where` names (an existing row, a `connect`), or
+ * whether a `connectOrCreate` connects or creates. Answered before anything is allocated, and the
+ * arguments are rewritten so that the write does what the answer said or fails: the `where` is
+ * pinned to the ID read, a `connectOrCreate` becomes a `connect` or a `create`.
+ */
+interface Question {
+  readonly row: Row
+  /** The relation field holding the write (`undefined`: the row's own `where`). */
+  readonly name?: string
+  readonly relation?: RelationMetadata
   readonly field: string
-  readonly relation: RelationMetadata
-  /** True when this side holds the foreign key (`@relation(fields: [...])`). */
-  readonly holdsKey: boolean
-  /** The relation field on the other model that points back here, when there is exactly one. */
-  readonly back: string | undefined
 }
 
-/** Per model: its relation entries and the foreign keys that point to a sharded ID. */
-interface ModelWalk {
-  readonly relations: readonly RelationEntry[]
-  readonly shardedKeys: readonly string[]
-}
-
-const walks = new WeakMap<ShardedModels, Map<string, ModelWalk>>()
-
-/** The precomputed walk of `model`, cached per metadata object (rows are many, models few). */
-function walkOf(models: ShardedModels, model: string, meta: ModelMetadata): ModelWalk {
-  let cache = walks.get(models)
-  if (!cache) {
-    cache = new Map()
-    walks.set(models, cache)
-  }
-  let walk = cache.get(model)
-  if (!walk) {
-    const relations: RelationEntry[] = []
-    const shardedKeys: string[] = []
-    for (const [field, relation] of Object.entries(meta.relations ?? {})) {
-      const holdsKey = (relation.fields?.length ?? 0) > 0
-      relations.push({
-        field,
-        relation,
-        holdsKey,
-        back: holdsKey ? undefined : backRelation(models, model, field, relation),
-      })
-      const target = models[relation.model]?.id
-      relation.fields?.forEach((key, i) => {
-        if (relation.references?.[i] === target) shardedKeys.push(key)
-      })
-    }
-    walk = { relations, shardedKeys }
-    cache.set(model, walk)
-  }
-  return walk
-}
-
-const isObject = (value: unknown): value is Data =>
-  typeof value === 'object' && value !== null && !Array.isArray(value)
-const list = (value: unknown): unknown[] =>
-  Array.isArray(value) ? value : value === undefined ? [] : [value]
+type Lookup = { value: unknown } | { pending: NewRow } | { ask: Question } | undefined
+const NOTHING: Data = {}
 
 /**
  * Finds every row an operation creates (top level and nested) and gives the ones without an ID
- * one, asking the source once per shard (once per level when a child is sharded by its parent's
- * new ID). Mutates the args in place.
+ * one, asking the source once per shard (once per level when a child goes where a parent made
+ * in the same call goes). Mutates the args in place.
  */
 export class IdPlan {
   private readonly rows: NewRow[] = []
@@ -117,10 +82,10 @@ export class IdPlan {
         break
       case 'upsert':
         this.create(model, args.create)
-        this.update(model, args.update, args.where)
+        this.update(model, args.update, args.where, false)
         break
       case 'update':
-        this.update(model, args.data, args.where)
+        this.update(model, args.data, args.where, true)
         break
     }
     return this
@@ -151,23 +116,22 @@ export class IdPlan {
     }
   }
 
-  /** Resolves every shard, then allocates; throws before allocating anything if a key is missing. */
-  async assign(source: IdSource): Promise<void> {
-    const layout = source.layout
-    const logicalShards = logicalShardsOf(source)
+  /**
+   * Places every row, answering questions with `find` first, then allocates; throws before
+   * allocating anything if a key is missing.
+   */
+  async assign(source: IdSource, find: FindField): Promise<void> {
+    const sharding = source.sharding
     let open = this.rows.filter((row) => row.id === undefined)
-    // A source without a layout (ticket servers) makes plain IDs with no shard in them: every row
-    // asks it for shard 0 and shard rules do not apply, as in the other adapters.
-    if (!layout) for (const row of open) row.shard = 0
+    // A source without a sharding (ticket servers) makes plain IDs with no shard in them: every
+    // row asks it for shard 0 and shard rules do not apply, as in the other adapters.
+    if (!sharding) for (const row of open) row.shard = 0
     while (open.length > 0) {
-      let progress = true
-      while (progress) {
-        progress = false
-        for (const row of open) {
-          if (row.shard !== undefined || !layout) continue
-          row.shard = this.shardOf(row, { layout, logicalShards, entityName: row.model })
-          if (row.shard !== undefined) progress = true
-        }
+      const questions = sharding ? this.place(open, sharding) : []
+      if (questions.length > 0) {
+        for (const question of questions) await this.answer(question, find)
+        open = this.rows.filter((row) => row.id === undefined)
+        continue
       }
       const ready = open.filter((row) => row.shard !== undefined)
       if (ready.length === 0) {
@@ -175,18 +139,91 @@ export class IdPlan {
           `The shards of ${open.map((row) => row.model).join(', ')} depend on each other in a cycle.`,
         )
       }
-      const ids = await allocateIds(
-        source,
-        ready.map((row) => row.shard!),
-        undefined,
-        { singleNextId: true },
-      )
+      const shards = ready.map((row) => row.shard!)
+      const ids = await allocateIds(source, shards, undefined, { singleNextId: true })
       ready.forEach((row, i) => {
         row.id = ids[i]!
         row.data[row.meta.id!] = ids[i]!
       })
       open = open.filter((row) => row.id === undefined)
     }
+  }
+
+  /** Gives every open row whose shard is known its shard; returns what the database must answer. */
+  private place(open: readonly NewRow[], sharding: Sharding): Question[] {
+    const questions: Question[] = []
+    let progress = true
+    while (progress) {
+      progress = false
+      for (const row of open) {
+        if (row.shard !== undefined) continue
+        const shard = this.shardOf(row, sharding)
+        if (typeof shard === 'number') {
+          row.shard = shard
+          progress = true
+        } else if (shard && !questions.some((q) => q.row === shard.row && q.name === shard.name)) {
+          questions.push(shard)
+        }
+      }
+    }
+    return questions
+  }
+
+  /** Reads the answer to `question` and rewrites the arguments to match it. */
+  private async answer({ row, name, relation, field }: Question, find: FindField): Promise<void> {
+    if (!name || !relation) {
+      const value = await find(row.model, { ...row.data }, field)
+      if (!isScalar(value)) {
+        throw new MissingShardKeyError(
+          `No ${row.model} with a ${field} where ${stringifyIds(row.data)}: the rows created under it have no shard.`,
+        )
+      }
+      row.data[field] = value // pins the update to the row read
+      return
+    }
+    const write = row.data[name] as Data
+    const connect = isObject(write.connect) ? write.connect : undefined
+    const choice = (connect ?? write.connectOrCreate) as Data
+    const where = connect ?? (isObject(choice.where) ? choice.where : {})
+    const value = await find(relation.model, { ...where }, field)
+    if (isScalar(value)) {
+      write.connect = { ...where, [field]: value }
+      delete write.connectOrCreate
+      const unused = this.rows.find((other) => other.data === choice.create)
+      if (unused) this.drop(unused)
+    } else if (connect) {
+      throw new MissingShardKeyError(
+        `${row.model}.${name}: no ${relation.model} where ${stringifyIds(where)} to connect to, so the new ${row.model} has no shard.`,
+      )
+    } else {
+      // The parent is created: the child goes where the created parent goes.
+      write.create = choice.create
+      delete write.connectOrCreate
+      const meta = this.models[relation.model]!
+      const created = this.rows.find((other) => other.data === choice.create)
+      const data = isObject(choice.create) ? choice.create : {}
+      row.links.set(
+        name,
+        created ?? { kind: 'new', model: relation.model, meta, data, links: new Map() },
+      )
+    }
+  }
+
+  /** Forgets `root` and the rows under it (a `connectOrCreate` that connects creates nothing). */
+  private drop(root: NewRow) {
+    const dropped = new Set<Row>([root])
+    let more = true
+    while (more) {
+      more = false
+      for (const row of this.rows) {
+        if (dropped.has(row)) continue
+        if ([...row.links.values()].some((link) => dropped.has(link))) {
+          dropped.add(row)
+          more = true
+        }
+      }
+    }
+    this.rows.splice(0, this.rows.length, ...this.rows.filter((row) => !dropped.has(row)))
   }
 
   private create(
@@ -196,30 +233,27 @@ export class IdPlan {
     nested = true,
   ) {
     const meta = this.models[model]
-    if (!meta || !isObject(data)) return undefined
+    if (!meta || !isObject(data)) return []
     const row: NewRow = { kind: 'new', model, meta, data, links: new Map() }
     if (parent) row.links.set(parent.field, parent.row)
-    this.checkNumbers(row)
+    for (const field of walkOf(this.models, model, meta).shardedKeys) {
+      const value = data[field]
+      if (typeof value === 'number') toBigInt(value, `${model}.${field}`)
+    }
     if (meta.id !== undefined) {
       const given = data[meta.id]
       if (given !== undefined && given !== null) row.id = toBigInt(given, `The ID of ${model}`)
       this.rows.push(row)
     }
     if (nested) this.nested(row, data)
-    return row
+    return [row]
   }
 
-  private update(model: string, data: unknown, where: unknown) {
+  private update(model: string, data: unknown, where: unknown, askable: boolean) {
     const meta = this.models[model]
     if (!meta || !isObject(data)) return
-    const row: ExistingRow = {
-      kind: 'existing',
-      model,
-      meta,
-      data: isObject(where) ? where : {},
-      links: new Map(),
-    }
-    this.nested(row, data)
+    const known = isObject(where) ? where : {}
+    this.nested({ kind: 'existing', model, meta, data: known, links: new Map(), askable }, data)
   }
 
   /** Visits the relation writes in `data`, the create or update data of `row`. */
@@ -230,38 +264,42 @@ export class IdPlan {
       if (!isObject(write)) continue
       const parent = back === undefined ? undefined : { field: back, row }
       const child = (value: unknown) => {
-        const created = this.create(relation.model, value, parent)
-        if (holdsKey && created) row.links.set(field, created)
+        for (const created of this.create(relation.model, value, parent)) {
+          if (holdsKey) row.links.set(field, created)
+        }
       }
       list(write.create).forEach(child)
       if (isObject(write.createMany)) list(write.createMany.data).forEach(child)
       for (const item of list(write.connectOrCreate)) {
+        // Created or not is decided when a child's shard depends on it (see `answer`).
         if (isObject(item)) this.create(relation.model, item.create, parent)
       }
       for (const item of list(write.upsert)) {
         if (!isObject(item)) continue
         this.create(relation.model, item.create, parent)
-        this.update(relation.model, item.update, item.where)
+        this.update(relation.model, item.update, item.where, false)
       }
       for (const item of list(write.update)) {
         if (!isObject(item)) continue
         const wrapped =
           relation.list ||
           (isObject(item.data) && Object.keys(item).every((k) => k === 'data' || k === 'where'))
-        if (wrapped) this.update(relation.model, item.data, item.where)
-        else this.update(relation.model, item, undefined)
+        if (wrapped) this.update(relation.model, item.data, item.where, isObject(item.where))
+        else this.update(relation.model, item, undefined, false)
       }
     }
   }
 
-  /** The value of `field` on `row`: given, implied by a parent, or the pending ID of a new row. */
+  /** The value of `field` on `row`: given, implied by a parent, pending, or to ask the database. */
   private lookup(row: Row, field: string): Lookup {
     if (row.kind === 'new' && field === row.meta.id) {
-      if (row.id !== undefined) return { value: row.id }
-      return { pending: row }
+      return row.id !== undefined ? { value: row.id } : { pending: row }
     }
     const own = row.data[field]
-    if (own !== undefined && own !== null && typeof own !== 'object') return { value: own }
+    if (isScalar(own)) return { value: own }
+    if (row.kind === 'existing') {
+      return row.askable && Object.keys(row.data).length > 0 ? { ask: { row, field } } : undefined
+    }
     for (const [name, relation] of Object.entries(row.meta.relations ?? {})) {
       const index = relation.fields?.indexOf(field) ?? -1
       if (index < 0) continue
@@ -270,37 +308,27 @@ export class IdPlan {
       if (linked) return this.lookup(linked, reference)
       const write = row.data[name]
       if (!isObject(write)) continue
-      for (const target of [
-        write.connect,
-        isObject(write.connectOrCreate) && write.connectOrCreate.where,
-      ]) {
-        const value = isObject(target) ? target[reference] : undefined
-        if (value !== undefined && value !== null && typeof value !== 'object') return { value }
+      if (isObject(write.connect)) {
+        const value = write.connect[reference]
+        return isScalar(value) ? { value } : { ask: { row, name, relation, field: reference } }
       }
+      if (isObject(write.connectOrCreate)) return { ask: { row, name, relation, field: reference } }
     }
     return undefined
   }
 
-  /** The row's shard, or `undefined` while it waits for a parent's ID. */
-  private shardOf(row: NewRow, options: Parameters<typeof resolveShard>[2]): number | undefined {
+  /** The row's shard, a question for the database, or `undefined` while it waits for a parent's ID. */
+  private shardOf(row: NewRow, sharding: Sharding): number | Question | undefined {
     const rule = row.meta.rule!
-    if ('shard' in rule) return resolveShard(rule, row.data, options)
+    if ('shard' in rule) return sharding.resolveShard(rule, row.data, row.model)
     const ref = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
-    if (typeof ref === 'function') return resolveShard(rule, row.data, options)
+    if (typeof ref === 'function') return sharding.resolveShard(rule, row.data, row.model)
     const found = this.lookup(row, ref)
+    if (found && 'ask' in found) return found.ask
     if (found && 'pending' in found) {
-      if (found.pending === row) return resolveShard(rule, NOTHING, options)
-      if ('sameShardAs' in rule) return found.pending.shard
-      return undefined
+      if (found.pending === row) return sharding.resolveShard(rule, NOTHING, row.model)
+      return 'sameShardAs' in rule ? found.pending.shard : undefined
     }
-    return resolveShard(rule, { [ref]: found?.value }, options)
-  }
-
-  /** A `number` in a key that points to a sharded ID is refused when it is not a safe integer. */
-  private checkNumbers(row: NewRow) {
-    for (const field of walkOf(this.models, row.model, row.meta).shardedKeys) {
-      const value = row.data[field]
-      if (typeof value === 'number') toBigInt(value, `${row.model}.${field}`)
-    }
+    return sharding.resolveShard(rule, { [ref]: found?.value }, row.model)
   }
 }

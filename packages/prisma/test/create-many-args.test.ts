@@ -5,21 +5,21 @@
  * `shardedIds` (it runs with the arguments `shardedIds` passes on), checked through raw SQL, on
  * PostgreSQL and MariaDB.
  */
-import { CountingSource, type RawDatabase } from '@shardflake/conformance'
-import { InProcessSource, InvalidIdError, instagram, integerShard } from '@shardflake/core'
+import { CountingSource, type RawDatabase, testSharding } from '@shardflake/conformance'
+import { InProcessSource, InvalidIdError } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { blogClient } from './support/clients'
 import { blogDatabase } from './support/database'
+
+// One in-process source per process and shard: both databases share it.
+const sharding = testSharding()
+const counting = new CountingSource(new InProcessSource({ sharding, shards: 'all' }))
+afterAll(() => counting.close())
 
 describe.each([
   ['PostgreSQL', 'postgres'],
   ['MariaDB', 'mysql'],
 ] as const)('%s', (_, dialect) => {
-  const logicalShards = 64
-  const counting = new CountingSource(
-    new InProcessSource({ layout: instagram, shards: 'all' }),
-    logicalShards,
-  )
   /** The `data` each operation reached Prisma with, after `shardedIds`. */
   const seen: { operation: string; data: unknown }[] = []
   let raw: RawDatabase
@@ -82,9 +82,7 @@ describe.each([
     )
     expect(stored.map((r) => r.id)).toEqual(sent)
     for (const i of [0, 3]) {
-      expect(instagram.shardOf(BigInt(String(stored[i]?.id)))).toBe(
-        integerShard(authorId, logicalShards),
-      )
+      expect(sharding.shardOfId(String(stored[i]?.id))).toBe(sharding.shardOfId(authorId))
     }
     expect(counting.idsIssued).toBe(2)
   })

@@ -2,28 +2,27 @@
  * Typed errors before the query runs (checked through raw SQL and the source's counters), and
  * the hand-written metadata that replaces the generator.
  */
-import { CountingSource, type RawDatabase } from '@shardflake/conformance'
+
+import { PrismaPg } from '@prisma/adapter-pg'
+import { CountingSource, type RawDatabase, testSharding } from '@shardflake/conformance'
 import {
   ConfigurationError,
   InProcessSource,
   InvalidArgumentError,
   InvalidIdError,
-  instagram,
-  integerShard,
+  InvalidShardRuleError,
   MissingShardKeyError,
   UnsafeNumberError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { PrismaClient } from '../generated/pg/client/client'
+import { shardedIds as boundShardedIds } from '../generated/pg/shardflake'
 import { checkModels, parseShardedId, type ShardedModels, shardedIds } from '../src'
 import { type PgBlogClient, pgClient } from './support/clients'
 import { blogDatabase } from './support/database'
 
-const logicalShards = 64
-const counting = new CountingSource(
-  new InProcessSource({ layout: instagram, shards: 'all' }),
-  logicalShards,
-)
+const sharding = testSharding()
+const counting = new CountingSource(new InProcessSource({ sharding, shards: 'all' }))
 let raw: RawDatabase
 let prisma: PgBlogClient
 let authorId: bigint
@@ -39,6 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await prisma?.$disconnect()
   await raw?.close()
+  counting.close()
 })
 beforeEach(() => counting.reset())
 
@@ -48,12 +48,12 @@ describe('errors before the query', () => {
     const comments = await count('comments')
     const error = await prisma.author
       .update({
-        where: { email: 'errors@example.com' },
+        where: { email: 'nobody@example.com' },
         data: { posts: { create: { title: 'parent id unknown' } } },
       })
       .catch((caught: unknown) => caught)
     expect(error).toBeInstanceOf(MissingShardKeyError)
-    expect((error as MissingShardKeyError).message).toContain("field 'authorId'")
+    expect((error as MissingShardKeyError).message).toContain('No Author with a id where')
     const comment = await prisma.comment
       .create({ data: { body: 'orphan', post: {} } })
       .catch((caught: unknown) => caught)
@@ -63,17 +63,17 @@ describe('errors before the query', () => {
     expect(await count('comments')).toBe(comments)
   })
 
-  it('allocates nothing when one row of a nested tree lacks its key, even rows that have theirs', async () => {
+  it('allocates nothing when one row of a nested tree has no shard, even rows that have theirs', async () => {
     const post = await prisma.post.create({ data: { authorId, title: 'existing' } })
     counting.reset()
     const error = await prisma.author
       .update({
-        where: { email: 'errors@example.com' },
+        where: { email: 'nobody@example.com' },
         data: {
           posts: {
             // resolvable: the comment's post is named by ID
             update: { where: { id: post.id }, data: { comments: { create: { body: 'fine' } } } },
-            // not resolvable: the author is named by email, so its ID (the key) is unknown
+            // not resolvable: no author has this email, so the new post has no shard
             create: { title: 'missing' },
           },
         },
@@ -82,9 +82,10 @@ describe('errors before the query', () => {
     expect(error).toBeInstanceOf(MissingShardKeyError)
     expect(counting.idsIssued).toBe(0)
     const missing = await prisma.post
-      .create({ data: { title: 'by email', author: { connect: { email: 'errors@example.com' } } } })
+      .create({ data: { title: 'by email', author: { connect: { email: 'nobody@example.com' } } } })
       .catch((caught: unknown) => caught)
     expect(missing).toBeInstanceOf(MissingShardKeyError)
+    expect((missing as Error).message).toContain('no Author where {"email":"nobody@example.com"}')
     expect(counting.idsIssued).toBe(0)
     expect(await raw.query(`SELECT id FROM comments WHERE body = 'fine'`)).toHaveLength(0)
   })
@@ -106,15 +107,29 @@ describe('errors before the query', () => {
   })
 
   it('accepts a number that is a safe integer as a shard key', async () => {
-    const [row] = await prisma.$shardedIds.assign('Post', [{ authorId: 70, title: 'small key' }])
-    expect(instagram.shardOf(row!.id)).toBe(integerShard(70, logicalShards))
+    const [row] = await prisma.$shardedIds.assign('Keyed', [{ shardKey: '70' }])
+    expect(sharding.shardOfId(row!.id)).toBe(sharding.shardForKey(70))
   })
 
-  it('$shardedIds.assign refuses an unknown model and keeps given IDs', async () => {
+  it('$shardedIds.assign refuses an unknown or unannotated model and keeps given IDs', async () => {
     await expect(
       // @ts-expect-error: not a model of the schema
       prisma.$shardedIds.assign('Nope', [{}]),
     ).rejects.toBeInstanceOf(InvalidArgumentError)
+    const plain = shardedIds({
+      source: counting,
+      models: { Tag: { relations: {} }, Post: { id: 'id', rule: { shard: 1 } } },
+    })
+    const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: raw.url }) })
+    try {
+      const extended = client.$extends(plain)
+      const error = await extended.$shardedIds.assign('Tag', [{ name: 'x' }]).catch((e) => e)
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect(error.message).toContain('"Tag" is not a model with a sharded ID')
+      expect(error.message).toContain('Those are: Post')
+    } finally {
+      await client.$disconnect()
+    }
     const [row] = await prisma.$shardedIds.assign('Post', [{ id: 42n, authorId, title: 'kept' }])
     expect(row?.id).toBe(42n)
     expect(counting.idsIssued).toBe(0)
@@ -125,14 +140,41 @@ describe('errors before the query', () => {
 })
 
 describe('metadata', () => {
-  it('refuses inconsistent hand-written metadata with ConfigurationError', () => {
+  it('refuses inconsistent hand-written metadata', () => {
     const source = counting
     expect(() =>
       shardedIds({
         source,
-        models: { Post: { id: 'id', relations: { user: { model: 'User' } } } },
+        models: { Post: { id: 'id', relations: {} } },
       }),
-    ).toThrow(ConfigurationError)
+    ).toThrow(InvalidShardRuleError)
+    const user = { model: 'User', fields: ['userId'], references: ['id'] }
+    const sharded = { User: { id: 'id', rule: { shardBy: 'email' } } }
+    for (const shardBy of ['userId', 'user']) {
+      expect(() =>
+        checkModels({ ...sharded, Post: { id: 'id', rule: { shardBy }, relations: { user } } }),
+      ).toThrow(
+        expect.objectContaining({
+          name: 'InvalidShardRuleError',
+          message: expect.stringContaining("use { sameShardAs: 'user' }"),
+        }),
+      )
+    }
+    expect(
+      checkModels({
+        ...sharded,
+        Post: { id: 'id', rule: { sameShardAs: 'user' }, relations: { user } },
+      }).Post.rule,
+    ).toEqual({ sameShardAs: 'userId' })
+    expect(() =>
+      checkModels({
+        User: {},
+        Post: { id: 'id', rule: { sameShardAs: 'userId' }, relations: { user } },
+      }),
+    ).toThrow(/User has no sharded ID/)
+    expect(() => shardedIds({ source: undefined as never, models: sharded })).toThrow(
+      ConfigurationError,
+    )
     expect(() =>
       shardedIds({
         source,
@@ -142,6 +184,9 @@ describe('metadata', () => {
       }),
     ).toThrow(/points to model User/)
     expect(() => checkModels({ Post: { rule: { shard: 1 } } })).toThrow(ConfigurationError)
+    expect(() => checkModels({ Post: { id: 'id', rule: { shard: -1 } } })).toThrow(
+      InvalidShardRuleError,
+    )
   })
 
   it('parses @shardedId annotations and refuses malformed ones', () => {
@@ -166,8 +211,12 @@ describe('metadata', () => {
       '@shardedId(shard: -1)',
       '@shardedId(shardBy: a, stringKeys: md5)',
       '@shardedId(shardBy)',
+      '@shardedid(shardBy: a)',
+      '@shardId(shardBy: a)',
+      '@shardedId(shardBy: a) @shardedId(shard: 1)',
+      '@shardedId(sameShardAs: a, stringKeys: hash)',
     ]) {
-      expect(() => parseShardedId(bad, 'Post.id'), bad).toThrow(ConfigurationError)
+      expect(() => parseShardedId(bad, 'Post.id'), bad).toThrow(InvalidShardRuleError)
     }
   })
 
@@ -185,7 +234,6 @@ describe('metadata', () => {
       },
     } satisfies ShardedModels
     const url = raw.url
-    const { PrismaPg } = await import('@prisma/adapter-pg')
     const client = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }).$extends(
       shardedIds({ source: counting, models }),
     )
@@ -194,9 +242,9 @@ describe('metadata', () => {
         data: { email: 'by-hand@example.com', posts: { create: [{ title: '7' }, { title: '9' }] } },
         include: { posts: true },
       })
-      expect(author.posts.map((post) => instagram.shardOf(post.id)).sort()).toEqual([
-        integerShard(7, logicalShards),
-        integerShard(9, logicalShards),
+      expect(author.posts.map((post) => sharding.shardOfId(post.id)).sort()).toEqual([
+        sharding.shardForKey(7),
+        sharding.shardForKey(9),
       ])
       // Comments are not in this metadata: the extension leaves them alone, Prisma inserts
       // without an ID and the database refuses (no default).
@@ -205,6 +253,49 @@ describe('metadata', () => {
       ).rejects.toThrow()
     } finally {
       await client.$disconnect()
+    }
+  })
+})
+
+describe('the order of $extends', () => {
+  it('sees fields filled by a query extension added before it, not by one added after', async () => {
+    const base = new PrismaClient({ adapter: new PrismaPg({ connectionString: raw.url }) })
+    const tenant = 'tenant-7'
+    try {
+      const before = base
+        .$extends({
+          query: {
+            keyed: {
+              create({ args, query }) {
+                return query({
+                  ...args,
+                  data: { ...args.data, shardKey: args.data?.shardKey ?? tenant },
+                })
+              },
+            },
+          },
+        })
+        .$extends(boundShardedIds({ source: counting }))
+      const row = await before.keyed.create({ data: {} })
+      expect(sharding.shardOfId(row.id)).toBe(sharding.shardForKey(tenant))
+
+      const after = base.$extends(boundShardedIds({ source: counting })).$extends({
+        query: {
+          keyed: {
+            create({ args, query }) {
+              return query({
+                ...args,
+                data: { ...args.data, shardKey: args.data?.shardKey ?? tenant },
+              })
+            },
+          },
+        },
+      })
+      counting.reset()
+      await expect(after.keyed.create({ data: {} })).rejects.toBeInstanceOf(MissingShardKeyError)
+      expect(counting.idsIssued).toBe(0)
+    } finally {
+      await base.$disconnect()
     }
   })
 })

@@ -1,7 +1,7 @@
 /** The generator, run by `prisma generate` (from source) on real schemas. */
 import { readFile } from 'node:fs/promises'
 import { PrismaPg } from '@prisma/adapter-pg'
-import { InProcessSource, instagram } from '@shardflake/core'
+import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { describe, expect, it } from 'vitest'
 import { models as mysqlModels } from '../generated/mysql/shardflake'
 import { PrismaClient as PgClient } from '../generated/pg/client/client'
@@ -32,7 +32,8 @@ describe('the shardflake generator', () => {
       },
       Post: {
         id: 'id',
-        rule: { shardBy: 'authorId' },
+        // `sameShardAs: author` names the relation: its foreign key is used
+        rule: { sameShardAs: 'authorId' },
         relations: {
           author: {
             model: 'Author',
@@ -68,19 +69,28 @@ describe('the shardflake generator', () => {
           },
         },
       },
+      Keyed: { id: 'id', rule: { shardBy: 'shardKey' }, relations: {} },
     })
     expect(mysqlModels).toEqual(models)
   })
 
   it('writes shardedIds with the models bound, the same extension as passing them', async () => {
     const { shardedIds: bound } = await import('../generated/pg/shardflake')
-    const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards: 2000 })
+    const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+    const source = new InProcessSource({ sharding, shards: 'all' })
     const client = new PgClient({
       adapter: new PrismaPg({ connectionString: 'postgres://unused@127.0.0.1:1/none' }),
     }).$extends(bound({ source }))
-    expect(client.$shardedIds.models).toBe(models)
-    const [row] = await client.$shardedIds.assign('Post', [{ authorId: 31341n, title: 't' }])
-    expect(instagram.shardOf(row!.id)).toBe(31341 % 2000)
+    try {
+      expect(client.$shardedIds.models).toEqual(models)
+      const author = sharding.layout.compose({ timestamp: Date.now(), shard: 1341, sequence: 5 })
+      const [post] = await client.$shardedIds.assign('Post', [{ authorId: author, title: 't' }])
+      expect(sharding.shardOfId(post!.id)).toBe(1341)
+      const [keyed] = await client.$shardedIds.assign('Keyed', [{ shardKey: '31341' }])
+      expect(sharding.shardOfId(keyed!.id)).toBe(31341 % 2000)
+    } finally {
+      source.close()
+    }
   })
 
   it('lists models without a sharded ID with their relations, and writes JS with format = "js"', async () => {
@@ -115,6 +125,15 @@ model User {
     )
   })
 
+  const failure = async (folder: string, models: string) => {
+    const error = await prismaGenerate(`gen-bad-${folder}`, `${generator()}\n${models}`).then(
+      () => undefined,
+      (caught: { stderr?: string }) => caught,
+    )
+    expect(error, 'prisma generate must fail').toBeDefined()
+    return error?.stderr ?? ''
+  }
+
   it.each([
     ['a field that is not BigInt', 'type', 'id String @id\n  key String', /goes on a BigInt field/],
     [
@@ -125,16 +144,63 @@ model User {
     ],
     ['a Float key', 'float', 'id BigInt @id\n  key Float', /shard keys are BigInt, Int or String/],
   ])('fails prisma generate for @shardedId on %s', async (_, folder, fields, message) => {
-    const schema = `${generator()}
-model Item {
-  /// @shardedId(shardBy: key)
-  ${fields}
-}`
-    const error = await prismaGenerate(`gen-bad-${folder}`, schema).catch(
-      (caught: { stderr?: string }) => caught,
+    const stderr = await failure(
+      folder,
+      `model Item {\n  /// @shardedId(shardBy: key)\n  ${fields}\n}`,
     )
-    expect(
-      typeof error === 'object' && error !== null && 'stderr' in error ? error.stderr : '',
-    ).toMatch(message)
+    expect(stderr).toMatch(message)
+  })
+
+  const users = `model User {
+  /// @shardedId(shardBy: email)
+  id    BigInt @id
+  email String
+  posts Post[]
+}`
+  const post = (annotation: string) => `model Post {
+  ${annotation}
+  id     BigInt @id
+  userId BigInt
+  user   User   @relation(fields: [userId], references: [id])
+}`
+
+  it.each([
+    ['the foreign key', 'fk', 'userId'],
+    ['the relation', 'relation', 'user'],
+  ])(
+    'refuses shardBy on %s of a sharded parent, naming sameShardAs: user',
+    async (_, folder, ref) => {
+      const stderr = await failure(
+        `shardby-${folder}`,
+        `${users}\n${post(`/// @shardedId(shardBy: ${ref})`)}`,
+      )
+      expect(stderr).toContain('InvalidShardRuleError (INVALID_SHARD_RULE)')
+      expect(stderr).toContain(`Post: shardBy '${ref}' holds the ID of User`)
+      expect(stderr).toContain("use { sameShardAs: 'user' }")
+    },
+  )
+
+  it('refuses sameShardAs towards a model whose ID is not sharded', async () => {
+    const stderr = await failure(
+      'same-plain',
+      `model User {\n  id Int @id\n  posts Post[]\n}\nmodel Post {\n  /// @shardedId(sameShardAs: user)\n  id BigInt @id\n  userId Int\n  user User @relation(fields: [userId], references: [id])\n}`,
+    )
+    expect(stderr).toContain("Post: sameShardAs 'user' reads the shard from User's ID")
+    expect(stderr).toContain('User has no sharded ID')
+  })
+
+  it.each([
+    ['/// @shardedid(shardBy: email)', 'lowercase', /unknown annotation @shardedid/],
+    ['/// @shardedIds(shardBy: email)', 'plural', /unknown annotation @shardedIds/],
+    ['// @shardedId(shardBy: email)', 'plain-comment', /is a \/\/ comment, which Prisma ignores/],
+    ['/// @shardedId(shardby: email)', 'argument', /unknown shardby in @shardedId/],
+    ['/// @shardedId(shardBy: email, shard: 1)', 'two-rules', /needs exactly one of/],
+  ])('fails prisma generate for the typo %s', async (annotation, folder, message) => {
+    const stderr = await failure(
+      `typo-${folder}`,
+      `model User {\n  ${annotation}\n  id    BigInt @id\n  email String\n}`,
+    )
+    expect(stderr).toContain('InvalidShardRuleError')
+    expect(stderr).toMatch(message)
   })
 })

@@ -56,6 +56,21 @@ function blogOn<P extends PgBlogClient | MysqlBlogClient>(
       })
       return { postId: created.id, commentIds: created.comments.map((comment) => comment.id) }
     },
+    async addCommentToLoadedPost(postId, body) {
+      const post = await client.post.findUniqueOrThrow({
+        where: { id: key(postId) },
+        include: { comments: true },
+      })
+      const saved = await client.post.update({
+        where: { id: post.id },
+        data: { comments: { create: { body } } },
+        include: { comments: { where: { body } } },
+      })
+      return saved.comments[0]!.id
+    },
+    async createKeyed(shardKey) {
+      return (await client.keyed.create({ data: { shardKey } })).id
+    },
     async createPostThenFail(post) {
       await client.$transaction(async (tx) => {
         await tx.post.create({ data: { authorId: key(post.authorId), title: post.title } })
