@@ -21,6 +21,13 @@ export interface PostgresLeaseRegistryOptions {
    * @default 'shardflake'
    */
   readonly schema?: string
+  /**
+   * Workers never leased: those database functions write into their IDs. The workers of the
+   * shards installed in this database (`installPostgres` records them in the same schema) are
+   * added to these on every grant, so a leased process and a database function never share one.
+   * @default [0]
+   */
+  readonly reservedWorkers?: readonly number[]
 }
 
 /**
@@ -42,6 +49,7 @@ export interface PostgresLeaseRegistryOptions {
  */
 export class PostgresLeaseRegistry implements LeaseRegistry {
   private readonly schema: string
+  private readonly reserved: number[]
   private ready: Promise<void> | undefined
   private readyFor: number | undefined
 
@@ -51,14 +59,22 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
     options: PostgresLeaseRegistryOptions = {},
   ) {
     this.schema = `"${checkIdentifier('schema', options.schema ?? 'shardflake')}"`
+    this.reserved = [...(options.reservedWorkers ?? [0])]
   }
 
   async acquire(request: LeaseRequest): Promise<WorkerLease> {
     await this.prepare(request.sharding)
+    const installed = await this.run(
+      `SELECT to_regclass('${this.schema}.shards') IS NOT NULL AS yes`,
+    )
+    const databaseWorkers = (installed.rows[0] as { yes: boolean }).yes
+      ? `AND worker NOT IN (SELECT worker FROM ${this.schema}.shards)`
+      : ''
     const { rows } = await this.run(
       `WITH candidate AS (
          SELECT worker, high_water_ms FROM ${this.schema}.worker_leases
-          WHERE worker < $4 AND (holder IS NULL OR expires_at < clock_timestamp())
+          WHERE worker < $4 AND worker <> ALL($5::integer[]) ${databaseWorkers}
+            AND (holder IS NULL OR expires_at < clock_timestamp())
           ORDER BY holder IS NOT NULL, worker
           LIMIT 1 FOR UPDATE SKIP LOCKED)
        UPDATE ${this.schema}.worker_leases l
@@ -72,12 +88,13 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
         request.ttlMs,
         Math.ceil(request.highWaterMs),
         request.sharding.layout.workerCount,
+        this.reserved,
       ],
     )
     const row = rows[0] as { worker: number; token: string; previous: string } | undefined
     if (!row) {
       throw new NoFreeLeaseError(
-        `All ${request.sharding.layout.workerCount} workers are leased by live holders. Retry after a TTL, free dead holders with \`shardflake leases\`, or use a layout with more worker bits.`,
+        `All ${request.sharding.layout.workerCount} workers are leased by live holders or reserved for database functions (${this.reserved.join(', ')} and the workers of installed shards). Retry after a TTL, free dead holders with \`shardflake leases\`, or use a layout with more worker bits.`,
       )
     }
     return {
