@@ -5,16 +5,19 @@
  * (the ORM path), on their post's shard. Run it with `pnpm demo` from the repository root.
  */
 import { PGlite } from '@electric-sql/pglite'
-import { InProcessSource, instagram, integerShard, stringifyIds } from '@shardflake/core'
+import { defineSharding, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
 import { defaultClause, installPostgres, PostgresSource } from '@shardflake/postgres'
 
-const logicalShards = 2000
+// Decided once, at launch, and handed to every source: the layout of the IDs and how many
+// logical shards keys are spread over.
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 const users = [31341n, 42n, 7_000_003n]
-const shards = users.map((userId) => integerShard(userId, logicalShards)) // Instagram: user_id % 2000
+const shards = users.map((userId) => sharding.shardForKey(userId)) // Instagram: user_id % 2000
 
 const db = new PGlite()
 // One schema per logical shard (shard_1341, shard_42, shard_3), each with next_id() and next_ids(n).
-await installPostgres(db, { layout: instagram, shards })
+// Shard 7 is left out: the in-process source below makes its IDs.
+await installPostgres(db, { sharding, shards })
 for (const shard of shards) {
   await db.exec(`
     CREATE TABLE shard_${shard}.posts (id bigint PRIMARY KEY ${defaultClause(shard)}, user_id bigint NOT NULL, title text NOT NULL);
@@ -35,10 +38,10 @@ for (const [i, userId] of users.entries()) {
 
 // Comments: IDs fetched first (one round trip per shard, as the ORM adapters do), on the post's
 // shard, which is read from the post's ID.
-const source = new PostgresSource({ layout: instagram, databases: db, logicalShards })
+const source = new PostgresSource({ sharding, databases: db })
 const comments: { id: bigint; postId: bigint; body: string }[] = []
 for (const post of posts) {
-  const shard = instagram.shardOf(post.id)
+  const shard = sharding.shardOfId(post.id)
   const ids = await source.nextIds(shard, 2)
   for (const id of ids) {
     await db.query(`INSERT INTO shard_${shard}.comments (id, post_id, body) VALUES ($1, $2, $3)`, [
@@ -52,7 +55,7 @@ for (const post of posts) {
 
 console.log('Posts (ID from the column DEFAULT) and comments (ID made before the INSERT):\n')
 for (const row of [...posts, ...comments]) {
-  const { timestamp, shard, sequence } = instagram.decompose(row.id)
+  const { timestamp, shard, sequence } = sharding.layout.decompose(row.id)
   const kind = 'title' in row ? 'post   ' : 'comment'
   console.log(
     `  ${kind} ${row.id.toString().padEnd(20)} shard ${String(shard).padStart(4)}  seq ${String(sequence).padStart(4)}  ${timestamp.toISOString()}`,
@@ -78,13 +81,15 @@ console.log(
 
 // Without a database: the in-process source makes the same kind of IDs for shards that this
 // process alone serves (never a shard a database also serves).
-const local = new InProcessSource({ layout: instagram, shards: [7] })
+const local = new InProcessSource({ sharding, shards: [7] })
 const inProcess = local.nextIds(7, 5_000)
+local.close()
 console.log(
   `In-process, shard 7: ${new Set(inProcess).size} distinct IDs in one call, no database.`,
 )
 console.log(
-  `Capacity of the layout: ${instagram.capacityPerMs} IDs per ms per shard; IDs turn negative in a signed BIGINT on ${instagram.negativeFrom?.toISOString().slice(0, 10)}.`,
+  `Capacity of the layout: ${sharding.layout.capacityPerMs} IDs per ms per shard; IDs turn negative in a signed BIGINT on ${sharding.layout.negativeFrom?.toISOString().slice(0, 10)}.`,
 )
 console.log(`\nAs JSON (IDs as strings, safe for JavaScript clients):\n  ${stringifyIds(posts[0])}`)
+await source.close() // leaves alone the database it was given
 await db.close()
