@@ -1,0 +1,99 @@
+import { RedisSource } from '@shardflake/redis'
+import { afterAll, beforeAll, expect, inject, test } from 'vitest'
+import { checkScenario } from '../src/check'
+import { Scenario, SHARDS, sharding, sleep } from '../src/scenario'
+import { destroyAll, type RedisServer, startRedis } from '../src/servers'
+
+let first: RedisServer
+let second: RedisServer
+
+beforeAll(async () => {
+  ;[first, second] = await Promise.all([startRedis('redis-1'), startRedis('redis-2')])
+})
+
+afterAll(async () => {
+  await destroyAll()
+})
+
+const TIMEOUT_MS = 500
+
+test('RedisSource with two servers: one stopped (SIGSTOP), each killed and restarted empty, both killed', async () => {
+  const scenario = new Scenario('redis')
+  const servers = [first.url, second.url]
+  const failover = new RedisSource({
+    sharding,
+    servers,
+    timeoutMs: TIMEOUT_MS,
+    retryAfterMs: 1_000,
+  })
+  const roundRobin = new RedisSource({
+    sharding,
+    servers,
+    strategy: 'round-robin',
+    timeoutMs: TIMEOUT_MS,
+    retryAfterMs: 1_000,
+  })
+  const failoverLedger = scenario.ledger('RedisSource (failover)')
+  const roundRobinLedger = scenario.ledger('RedisSource (round-robin)')
+  const shards = SHARDS.redis
+  for (const [ledger, source] of [
+    [failoverLedger, failover],
+    [roundRobinLedger, roundRobin],
+  ] as const) {
+    scenario.load({
+      ledger,
+      source,
+      shards,
+      callers: 4,
+      counts: [1, 10, 100, 1000, 5],
+      abortEvery: 101,
+      abortAfterMs: 1,
+    })
+  }
+  const control = scenario.control(SHARDS.redisControl)
+
+  const stopWindow = async (server: RedisServer, ms: number) => {
+    server.signal('SIGSTOP')
+    scenario.faults.add(`SIGSTOP ${ms / 1000} s`)
+    failoverLedger.openWindow(`${server.name} stopped`)
+    roundRobinLedger.openWindow(`${server.name} stopped`)
+    try {
+      await sleep(ms)
+    } finally {
+      server.signal('SIGCONT')
+      failoverLedger.closeWindow()
+      roundRobinLedger.closeWindow()
+    }
+  }
+  const crash = async (...crashed: RedisServer[]) => {
+    await Promise.all(crashed.map((server) => server.crash()))
+    scenario.faults.add('kill -9', crashed.length)
+    await sleep(1_000)
+    await Promise.all(crashed.map((server) => server.start()))
+    scenario.faults.add('restart (empty)', crashed.length)
+  }
+
+  await sleep(2_000)
+  await stopWindow(first, 6_000) // the server the failover source uses
+  await sleep(2_000)
+  await crash(first)
+  await sleep(2_000)
+  await stopWindow(second, 4_000)
+  await sleep(2_000)
+  await crash(second)
+  await sleep(2_000)
+  await crash(first, second)
+  await sleep(3_000)
+  await scenario.stop()
+
+  const figures = scenario.save(inject('runDir'))
+  await Promise.all([failover.close(), roundRobin.close(), control.close()])
+
+  checkScenario(figures)
+  // While one server was stopped, the other served callers (counts only; times are reported).
+  for (const ledger of [failoverLedger, roundRobinLedger]) {
+    for (const window of ledger.figures().windows) {
+      expect(window.ids, `${ledger.source} during "${window.name}"`).toBeGreaterThan(0)
+    }
+  }
+})
