@@ -158,7 +158,10 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
         if (!parent) continue
         for (const joinColumn of relation.joinColumns) {
           for (const column of metadata.columns) {
-            if (column.databaseName === joinColumn.databaseName && !column.relationMetadata) {
+            if (
+              column.databaseName === joinColumn.databaseName &&
+              column.propertyName !== relation.propertyName
+            ) {
               list.add(column.propertyName)
             }
           }

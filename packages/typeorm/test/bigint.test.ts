@@ -1,0 +1,3 @@
+import { describeBigint } from './bigint'
+
+describeBigint('')
