@@ -2,6 +2,7 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process'
 import {
   chownSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
@@ -187,12 +188,15 @@ export interface MariadbServer extends FaultServer {
 export async function startMariadb(name = 'mariadb'): Promise<MariadbServer> {
   const dir = workDir('mariadb')
   const data = join(dir, 'data')
+  const tmp = join(dir, 'tmp')
+  mkdirSync(tmp)
   const user = process.getuid?.() === 0 ? ['--user=root'] : []
   await run('mariadb-install-db', [
     '--no-defaults',
     `--datadir=${data}`,
     '--auth-root-authentication-method=normal',
     '--skip-test-db',
+    `--tmpdir=${tmp}`,
     ...user,
   ])
   const port = await freePort()
@@ -205,6 +209,7 @@ export async function startMariadb(name = 'mariadb'): Promise<MariadbServer> {
       [
         '--no-defaults',
         `--datadir=${data}`,
+        `--tmpdir=${tmp}`,
         `--socket=${join(dir, 'mysqld.sock')}`,
         `--port=${port}`,
         '--bind-address=127.0.0.1',
