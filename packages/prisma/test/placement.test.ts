@@ -43,6 +43,9 @@ describe.each([
     })
   }
 
+  /** The `data` of the first operation that reached Prisma. */
+  const sentData = () => (seen[0]?.args.data ?? {}) as Record<string, unknown>
+
   /** Comment, post and author of a comment body, as stored. */
   async function comment(body: string) {
     const [row] = await raw.query(
@@ -84,7 +87,7 @@ describe.each([
       expect(shardOf(stored.id)).toBe(shardOf(stored.postId))
       expect(shardOf(stored.id)).not.toBe(shardOf(x))
       // what Prisma ran: a create, not a connectOrCreate
-      const post = (seen[0]?.args.data as { post: Record<string, unknown> }).post
+      const post = sentData().post as Record<string, unknown>
       expect(Object.keys(post)).toEqual(['create'])
     })
 
@@ -108,7 +111,7 @@ describe.each([
       expect(stored.postId).toBe(String(existing.id))
       expect(shardOf(stored.id)).toBe(shardOf(existing.id))
       expect(await raw.query(`SELECT id FROM posts WHERE title = 'never created'`)).toHaveLength(0)
-      const post = (seen[0]?.args.data as { post: Record<string, unknown> }).post
+      const post = sentData().post as Record<string, unknown>
       expect(post).toEqual({ connect: { id: existing.id } })
     })
 
@@ -147,7 +150,7 @@ describe.each([
         data: { title: 'by email', author: { connect: { email: 'ada@example.com' } } },
       })
       expect(shardOf(post.id)).toBe(shardOf(ada))
-      const author = (seen[0]?.args.data as { author: unknown }).author
+      const author = sentData().author
       expect(author).toEqual({ connect: { email: 'ada@example.com', id: ada } })
     })
 
