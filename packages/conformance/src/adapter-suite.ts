@@ -165,7 +165,6 @@ export function describeAdapter(name: string, options: AdapterSuiteOptions): voi
       ])
       expect(String(row?.id)).toBe(String(id))
       expect(shardOf(row?.id)).toBe(expectedShard('edsger@example.com', logicalShards))
-      expect(Math.abs(layout.timeOf(String(row?.id)).getTime() - Date.now())).toBeLessThan(120_000)
     })
 
     it('routes every kind of shard key to the shard computed independently (integers, digit strings, other strings, huge integers)', async () => {
