@@ -8,10 +8,10 @@ import {
 } from './sharded-id'
 
 /**
- * The sharded primary key for `defineEntity`: `p.bigint().primary().autoincrement(false)` with
- * the `onCreate` that the {@link shardedIds} subscriber serves. The result is the ordinary
- * property builder, so `.fieldName('...')` and friends can follow. The key is optional in
- * `em.create()`.
+ * The sharded primary key for `defineEntity`: a BIGINT primary key, not autoincrement, with the
+ * `onCreate` that `shardedIds()` serves. The result is the ordinary property builder. The key is
+ * optional in `em.create()`. Give `idType: 'string'` for decimal-string keys (the TypeScript type
+ * follows it); chain `.fieldName('...')` for another column name.
  *
  * @example
  * ```ts
@@ -21,7 +21,7 @@ import {
  * const Post = defineEntity({
  *   name: 'Post',
  *   properties: {
- *     id: shardedId({ shardBy: 'author' }),          // the author's shard
+ *     id: shardedId({ sameShardAs: 'author' }),      // the author's shard
  *     author: () => p.manyToOne(User),
  *     title: p.string(),
  *   },
@@ -29,16 +29,16 @@ import {
  * ```
  */
 export function shardedId<T = Record<string, unknown>>(
-  options: ShardedIdRule<T> & { mode: 'string' },
+  options: ShardedIdRule<T> & { idType: 'string' },
 ): ReturnType<typeof stringKey>
 export function shardedId<T = Record<string, unknown>>(
-  options: ShardedIdRule<T> & { mode?: 'bigint' },
+  options: ShardedIdRule<T> & { idType?: 'bigint' },
 ): ReturnType<typeof bigintKey>
 export function shardedId<T = Record<string, unknown>>(
-  options: ShardedIdRule<T> & { mode?: 'bigint' | 'string' },
+  options: ShardedIdRule<T> & { idType?: 'bigint' | 'string' },
 ): ReturnType<typeof stringKey> | ReturnType<typeof bigintKey> {
   const { spec, onCreate } = shardedIdParts(options)
-  return spec.mode === 'string' ? stringKey(onCreate, spec) : bigintKey(onCreate, spec)
+  return spec.idType === 'string' ? stringKey(onCreate, spec) : bigintKey(onCreate, spec)
 }
 
 // onCreate may leave the key empty (async source, shard key not set yet): the subscriber fills
@@ -46,6 +46,7 @@ export function shardedId<T = Record<string, unknown>>(
 function bigintKey(onCreate: ShardedIdOnCreate, spec: ShardedIdSpec) {
   return p
     .bigint('bigint')
+    .type(spec.type)
     .primary()
     .autoincrement(false)
     .onCreate(adoptOnCreate((entity: object, em) => onCreate(entity, em) as bigint, spec))
@@ -54,6 +55,7 @@ function bigintKey(onCreate: ShardedIdOnCreate, spec: ShardedIdSpec) {
 function stringKey(onCreate: ShardedIdOnCreate, spec: ShardedIdSpec) {
   return p
     .bigint('string')
+    .type(spec.type)
     .primary()
     .autoincrement(false)
     .onCreate(adoptOnCreate((entity: object, em) => onCreate(entity, em) as string, spec))

@@ -1,12 +1,10 @@
+export { assignShardedIds } from './assign'
 export { shardedId } from './define-entity'
+export { ShardKeyChangedError } from './errors'
 export type {
+  IdType,
   ShardedIdOptions,
   ShardedIdRule,
   ShardedIdTypeOptions,
 } from './sharded-id'
-export {
-  assignShardedIds,
-  ShardedIdSubscriber,
-  type ShardedIdsOptions,
-  shardedIds,
-} from './subscriber'
+export { ShardedIdSubscriber, type ShardedIdsOptions, shardedIds } from './subscriber'

@@ -6,51 +6,58 @@ import {
 } from '@mikro-orm/core'
 import {
   ConfigurationError,
+  checkShardRule,
   type IdInput,
   type ShardKey,
   type StringKeyMode,
 } from '@shardflake/core'
 
 /**
- * Where an entity's shard comes from. Exactly one of:
+ * Where an entity's shard comes from, with the same meaning as in every shardflake adapter.
+ * Exactly one of:
  *
- * - `shardBy`: a property or a function giving a shard key. A scalar key is reduced like
- *   everywhere in shardflake (integers `mod logicalShards`, other strings hashed). A **ManyToOne
- *   or owning OneToOne relation** means *the related entity's shard*: the row is co-located with
- *   its parent (a post with its author). A relation to an entity without a sharded key uses that
- *   entity's primary key as the shard key.
- * - `sameShardAs`: a property or function giving a parent: a relation (same as above) or a
- *   parent's sharded ID (scalar foreign key), read with `layout.shardOf`.
+ * - `shardBy`: a property (or function) holding a **plain key**: a tenant id, an email. Integers
+ *   go to `key mod logicalShards`, other strings are hashed. A to-one relation to an entity whose
+ *   key is not sharded (an autoincrement tenant) uses that entity's primary key as the key.
+ *   `shardBy` on a relation or foreign key holding a *sharded* entity's ID is refused when
+ *   MikroORM discovers the entity (`InvalidShardRuleError`): use `sameShardAs`.
+ * - `sameShardAs`: a to-one relation, or its foreign-key property, holding a sharded parent: the
+ *   row goes on the parent's shard, read from the parent's ID (a comment with its post). A
+ *   function may return the parent entity or its ID.
  * - `shard`: a fixed logical shard.
  *
  * @example
  * ```ts
- * { shardBy: 'email' }          // hash of the email
- * { shardBy: 'author' }         // the author's shard (ManyToOne)
- * { sameShardAs: 'post' }       // the post's shard
- * { shardBy: (order) => order.customerId }
+ * { shardBy: 'email' }                          // hash of the email
+ * { shardBy: (order) => order.customerId }      // a plain key from a function
+ * { sameShardAs: 'author' }                     // the author's shard (relation or its FK property)
+ * { shard: 0 }                                  // always shard 0
  * ```
  */
 export type ShardedIdRule<T = Record<string, unknown>> =
   | {
-      readonly shardBy: PropertyName<T> | ((entity: T) => ShardKey | object | null | undefined)
+      readonly shardBy: PropertyName<T> | ((entity: T) => ShardKey | null | undefined)
       /** How string keys are read. @default 'auto' */
       readonly stringKeys?: StringKeyMode
     }
-  | { readonly sameShardAs: PropertyName<T> | ((entity: T) => IdInput | object | null | undefined) }
+  | {
+      readonly sameShardAs: PropertyName<T> | ((entity: T) => IdInput | object | null | undefined)
+    }
   | { readonly shard: number }
 
 /** A property of `T`, or any name when `T` is not given. */
 type PropertyName<T> = [keyof T & string] extends [never] ? string : keyof T & string
 
+/** The JavaScript type of sharded keys: never `number`, which loses precision above 2^53. */
+export type IdType = 'bigint' | 'string'
+
 /** Options every form of the sharded key takes besides its {@link ShardedIdRule}. */
 export interface ShardedIdTypeOptions {
   /**
-   * The JavaScript type of the key. `'string'` gives decimal strings (what JSON clients need);
-   * never a `number`, which loses precision above 2^53.
-   * @default 'bigint'
+   * The JavaScript type of this key. `'string'` gives decimal strings (what JSON clients need).
+   * @default the `idType` given to `shardedIds()`, itself `'bigint'` by default
    */
-  readonly mode?: 'bigint' | 'string'
+  readonly idType?: IdType
   /** Column name, when it differs from the naming strategy's. */
   readonly fieldName?: string
 }
@@ -58,29 +65,18 @@ export interface ShardedIdTypeOptions {
 /** Options of `@ShardedId()` and `shardedId()`: a rule plus the key's type. */
 export type ShardedIdOptions<T = Record<string, unknown>> = ShardedIdRule<T> & ShardedIdTypeOptions
 
-/**
- * The MikroORM primary key options of a sharded key: BIGINT, not autoincrement, filled by
- * `onCreate` (and by the subscriber at flush).
- */
-export function primaryKeyOptions<T>(options: ShardedIdOptions<T>) {
-  const { spec, onCreate } = shardedIdParts(options)
-  return {
-    type: new BigIntType(spec.mode),
-    autoincrement: false,
-    onCreate,
-    ...(options.fieldName === undefined ? {} : { fieldName: options.fieldName }),
-  }
-}
-
 /** What the subscriber reads back from a sharded primary key property. */
 export interface ShardedIdSpec {
   readonly rule: ShardedIdRule<Record<string, unknown>>
-  readonly mode: 'bigint' | 'string'
+  /** The type the key declared; `undefined` takes `shardedIds({ idType })`. */
+  readonly idType: IdType | undefined
+  /** The key's column type, shared by every ORM using the entity. */
+  readonly type: BigIntType<IdType>
 }
 
 /**
  * The `onCreate` callback of a sharded key. MikroORM calls it at `em.create()` (v7 default
- * `processOnCreateHooksEarly`) and again at flush for entities still without a key.
+ * `processOnCreateHooksEarly`) and at flush for entities still without a key.
  */
 export type ShardedIdOnCreate = (entity: object, em: EntityManager) => bigint | string | undefined
 
@@ -97,21 +93,37 @@ const specs = new WeakMap<object, ShardedIdSpec>()
 const assigners = new WeakMap<object, SyncAssigner>()
 
 /**
+ * The MikroORM primary key options of a sharded key: BIGINT, not autoincrement, filled by
+ * `onCreate` (and by the subscriber at flush).
+ */
+export function primaryKeyOptions<T>(options: ShardedIdOptions<T>) {
+  const { spec, onCreate } = shardedIdParts(options)
+  return {
+    type: spec.type,
+    autoincrement: false,
+    onCreate,
+    ...(options.fieldName === undefined ? {} : { fieldName: options.fieldName }),
+  }
+}
+
+/**
  * Splits `@ShardedId`/`shardedId` options into the rule (kept by shardflake) and the column
  * options (given to MikroORM), and makes the `onCreate` callback that carries the rule.
+ * @throws InvalidShardRuleError for a malformed rule
+ * @throws ConfigurationError for an `idType` other than `'bigint'` or `'string'`
  */
 export function shardedIdParts<T>(options: ShardedIdOptions<T>): {
   spec: ShardedIdSpec
   onCreate: ShardedIdOnCreate
 } {
-  const mode = options.mode ?? 'bigint'
-  if (mode !== 'bigint' && mode !== 'string') {
+  const idType = options.idType
+  if (idType !== undefined && idType !== 'bigint' && idType !== 'string') {
     throw new ConfigurationError(
-      `@ShardedId mode must be 'bigint' or 'string', got ${JSON.stringify(mode)}: numbers lose precision above 2^53.`,
+      `@ShardedId idType must be 'bigint' or 'string', got ${JSON.stringify(idType)}: numbers lose precision above 2^53.`,
     )
   }
   const rule = pickRule(options)
-  const spec: ShardedIdSpec = { rule, mode }
+  const spec: ShardedIdSpec = { rule, idType, type: new BigIntType<IdType>(idType ?? 'bigint') }
   const onCreate: ShardedIdOnCreate = (entity, em) =>
     assignerOf(em).assignOnCreate(entity, em, spec)
   specs.set(onCreate, spec)
@@ -134,6 +146,13 @@ export function shardedKeyOf(
   return prop && spec ? { prop, spec } : undefined
 }
 
+/** The JavaScript type a key hands out (its column type's mode, see `shardedIds({ idType })`). */
+export function idTypeOf(prop: EntityProperty): IdType {
+  return (prop.customType as BigIntType<IdType> | undefined)?.mode === 'string'
+    ? 'string'
+    : 'bigint'
+}
+
 /** Registers the object that fills keys for an event manager (called by the subscriber). */
 export function registerAssigner(eventManager: object, assigner: SyncAssigner): void {
   assigners.set(eventManager, assigner)
@@ -148,7 +167,7 @@ function assignerOf(em: EntityManager): SyncAssigner {
     }
     if (!assigner) {
       throw new ConfigurationError(
-        'An entity with a sharded key was created, but no shardedIds() subscriber is registered. Add `subscribers: [shardedIds({ source })]` to MikroORM.init().',
+        'An entity with a sharded key was created, but MikroORM has no shardedIds(): add `extensions: [shardedIds({ source })]` to MikroORM.init().',
       )
     }
     assigners.set(events, assigner)
@@ -161,17 +180,11 @@ function isAssigner(value: object): value is SyncAssigner {
 }
 
 function pickRule<T>(options: ShardedIdOptions<T>): ShardedIdRule<Record<string, unknown>> {
-  const given = ['shardBy', 'sameShardAs', 'shard'].filter((key) => key in options)
-  if (given.length !== 1) {
-    throw new ConfigurationError(
-      `@ShardedId needs exactly one of shardBy, sameShardAs or shard; got ${given.length ? given.join(', ') : 'none'}.`,
-    )
-  }
-  if ('shard' in options) return { shard: options.shard }
-  if ('sameShardAs' in options) {
+  checkShardRule(options, '@ShardedId')
+  if ('shard' in options && options.shard !== undefined) return { shard: options.shard }
+  if ('sameShardAs' in options && options.sameShardAs !== undefined) {
     return { sameShardAs: options.sameShardAs } as ShardedIdRule<Record<string, unknown>>
   }
-  return { shardBy: options.shardBy, stringKeys: options.stringKeys } as ShardedIdRule<
-    Record<string, unknown>
-  >
+  const { shardBy, stringKeys } = options as { shardBy: never; stringKeys?: StringKeyMode }
+  return stringKeys === undefined ? { shardBy } : { shardBy, stringKeys }
 }

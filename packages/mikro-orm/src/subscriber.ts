@@ -1,18 +1,13 @@
 import {
   type ChangeSet,
   ChangeSetType,
-  type EntityData,
   type EntityManager,
   type EntityMetadata,
-  type EntityName,
-  type EntityProperty,
   type EventArgs,
   type EventSubscriber,
   type FlushEventArgs,
   helper,
-  Reference,
-  ReferenceKind,
-  type RequiredEntityData,
+  type MikroORM,
   Utils,
 } from '@mikro-orm/core'
 import {
@@ -20,52 +15,131 @@ import {
   ConfigurationError,
   type IdSource,
   isSyncSource,
-  type Layout,
-  logicalShardsOf,
   MissingShardKeyError,
-  resolveShard,
-  type ShardRule,
-  shardForKey,
-  toBigInt,
+  ShardConflictError,
 } from '@shardflake/core'
-import { type ShardedIdSpec, type SyncAssigner, shardedKeyOf } from './sharded-id'
+import { databaseKeys, patchPayload, planFlush, rekey } from './flush'
+import { Placement } from './placement'
+import { checkShardedKeys } from './rules'
+import {
+  type IdType,
+  idTypeOf,
+  type ShardedIdSpec,
+  type SyncAssigner,
+  shardedKeyOf,
+} from './sharded-id'
 
 /** Options of {@link shardedIds}. */
 export interface ShardedIdsOptions {
   /**
-   * Where IDs come from: `InProcessSource`, `PostgresSource`, `MysqlSource`, ... For a database
-   * source, prefetching (`PostgresSource`'s `prefetch` option, or any source wrapped in the core
-   * `PrefetchSource`) serves small flushes without a round trip of their own.
-   * @example
-   * ```ts
-   * shardedIds({ source: new PostgresSource({ layout: instagram, databases: pool, prefetch: { size: 100 } }) })
-   * shardedIds({ source: new PrefetchSource(mysqlSource, { size: 100, maxAgeMs: 1000 }) })
-   * ```
+   * Where IDs come from: `InProcessSource`, `PostgresSource`, `MysqlSource`, `RedisSource`, ...
+   * Its `sharding` (the application's `defineSharding({ layout, logicalShards })`) decides every
+   * shard. One `shardedIds()` per MikroORM.
    */
-  source: IdSource
+  readonly source: IdSource
   /**
-   * Shard keys are reduced modulo this.
-   * @default logicalShardsOf(source): the source's `logicalShards`, else the layout's shard count
+   * The JavaScript type of keys that do not choose their own: `'string'` gives decimal strings
+   * (what JSON clients need); never `number`, which loses precision above 2^53.
+   * @default 'bigint'
    */
-  logicalShards?: number
+  readonly idType?: IdType
+  /**
+   * The common schema `installPostgres` created, left alone by `orm.schema` and the migrator.
+   * @default 'shardflake'
+   */
+  readonly schema?: string
+  /**
+   * The prefix of the per-shard schemas `installPostgres` created (`shard_0`, ...), left alone
+   * by `orm.schema` and the migrator.
+   * @default 'shard_'
+   */
+  readonly schemaPrefix?: string
 }
 
 type Row = Record<string, unknown>
 
 /**
- * Assigns sharded keys (see {@link shardedIds}). One instance per `MikroORM.init()`; forks of the
- * entity manager share it.
+ * Assigns sharded keys (see {@link shardedIds}). A MikroORM extension: `register()` runs when the
+ * ORM starts, checks every sharded key, and makes the instance the ORM's subscriber.
  */
 export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   readonly source: IdSource
-  /** `undefined` for sources of plain IDs without shards (ticket servers): every row is shard 0. */
-  readonly layout: Layout | undefined
-  readonly logicalShards: number
+  readonly idType: IdType
+  readonly placement: Placement
+  readonly #schemas: readonly string[]
+  /** The keys `onCreate` gave out, by entity: checked against the rule again at flush. */
+  readonly #issued = new WeakMap<object, unknown>()
+  #registered = false
 
   constructor(options: ShardedIdsOptions) {
+    if (!options?.source || typeof options.source.nextIds !== 'function') {
+      throw new ConfigurationError('shardedIds() needs a source: shardedIds({ source }).')
+    }
     this.source = options.source
-    this.layout = options.source.layout
-    this.logicalShards = options.logicalShards ?? logicalShardsOf(options.source)
+    this.idType = options.idType ?? 'bigint'
+    if (this.idType !== 'bigint' && this.idType !== 'string') {
+      throw new ConfigurationError(
+        `shardedIds idType must be 'bigint' or 'string', got ${JSON.stringify(this.idType)}: numbers lose precision above 2^53.`,
+      )
+    }
+    this.placement = new Placement(options.source.sharding)
+    const sharding = options.source.sharding
+    const prefix = options.schemaPrefix ?? 'shard_'
+    this.#schemas = [
+      options.schema ?? 'shardflake',
+      ...Array.from({ length: sharding?.logicalShards ?? 0 }, (_, shard) => `${prefix}${shard}`),
+    ]
+  }
+
+  /**
+   * Called by MikroORM for each entry of `extensions`: refuses a second `shardedIds()`, leaves
+   * shardflake's schemas out of `orm.schema` and the migrator, and checks every sharded key once
+   * the entities are discovered.
+   * @throws ShardConflictError when the ORM already has a `shardedIds()`
+   */
+  register(orm: MikroORM): void {
+    const subscribers = orm.config.get('subscribers') as EventSubscriber[]
+    for (const other of subscribers) {
+      if (other instanceof ShardedIdSubscriber && other !== this) {
+        throw new ShardConflictError(
+          'This MikroORM already has a shardedIds(): two would make keys for the same shards from two sources. Give MikroORM.init() one shardedIds({ source }).',
+        )
+      }
+    }
+    if (!subscribers.includes(this)) subscribers.push(this)
+    this.#registered = true
+    const generator = orm.config.get('schemaGenerator')
+    generator.ignoreSchema = [...new Set([...(generator.ignoreSchema ?? []), ...this.#schemas])]
+    // MikroORM 6 registers extensions after discovery, MikroORM 7 before it.
+    const em = (orm as { em?: EntityManager }).em
+    if (em) {
+      this.checkMetadata(orm.getMetadata().getAll())
+      em.getEventManager().registerSubscriber(this)
+      return
+    }
+    const discovery = orm.config.get('discovery')
+    const previous = discovery.afterDiscovered
+    discovery.afterDiscovered = (storage, platform) => {
+      const done = previous?.(storage, platform)
+      if (done instanceof Promise) return done.then(() => this.checkMetadata(storage.getAll()))
+      return this.checkMetadata(storage.getAll())
+    }
+  }
+
+  /** Refuses registration as a plain subscriber, which would skip the startup checks. */
+  getSubscribedEntities(): [] {
+    if (!this.#registered) {
+      throw new ConfigurationError(
+        'shardedIds() is a MikroORM extension: list it in `extensions: [shardedIds({ source })]`, not in `subscribers`, so its keys are checked when the ORM starts.',
+      )
+    }
+    return []
+  }
+
+  /** Checks the sharded keys of discovered entities (see `checkShardedKeys`). */
+  private checkMetadata(all: Map<unknown, EntityMetadata> | Record<string, EntityMetadata>): void {
+    const metas = all instanceof Map ? [...all.values()] : Object.values(all)
+    checkShardedKeys(metas, this.idType)
   }
 
   /** `onCreate` of a sharded key: an ID now for a sync source whose shard key is known. */
@@ -75,15 +149,18 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     spec: ShardedIdSpec,
   ): bigint | string | undefined {
     if (!isSyncSource(this.source)) return undefined
+    const meta = this.metaOf(entity, em, spec)
     let shard: number
     try {
-      shard = this.shardOf(entity, this.metaOf(entity, em, spec))
+      shard = this.placement.shardOf(entity, meta)
     } catch (error) {
       // Not known yet (set after em.create()): onFlush assigns it or throws.
       if (error instanceof MissingShardKeyError) return undefined
       throw error
     }
-    return inMode(this.source.nextId(shard), spec.mode)
+    const id = inType(this.source.nextId(shard), idTypeOf(shardedKeyOf(meta)!.prop))
+    this.#issued.set(entity, id)
+    return id
   }
 
   /** An entity's metadata; for plain data (`em.upsert(Entity, data)`), the entity the key is of. */
@@ -96,43 +173,38 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   }
 
   /**
-   * Every new entity of the flush without a key: one `nextIds` per shard. MikroORM computed the
-   * change sets while those entities had no key, so their payloads and their children's foreign
-   * keys hold placeholders: the new keys are written into the payloads (public `ChangeSet`
-   * fields), and a change set this cannot patch (polymorphic relation, table-per-type
-   * inheritance) is recomputed with `uow.recomputeSingleChangeSet`. MikroORM's internal
-   * `__identifier` is not used.
+   * Places the flush's new entities by their rules as of now: entities without a key get one
+   * (one `nextIds` per shard); an entity whose key `em.create()` gave but whose rule now says
+   * another shard gets a new key if nothing references it, or the flush fails with
+   * `ShardKeyChangedError` before anything is written. The new keys are written into the
+   * change sets (public `ChangeSet` fields), so children's foreign keys carry them; a change set
+   * this cannot patch is recomputed with `uow.recomputeSingleChangeSet`.
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
-    const pending: ChangeSet<Row>[] = []
-    for (const changeSet of uow.getChangeSets()) {
-      if (changeSet.type !== ChangeSetType.CREATE) continue
-      const key = shardedKeyOf(changeSet.meta)
-      if (key && changeSet.entity[key.prop.name] == null) pending.push(changeSet)
-    }
-    if (pending.length === 0) return
-    await this.fill(
-      pending.map((changeSet) => changeSet.entity),
-      pending.map((changeSet) => changeSet.meta),
-    )
-    // The keys as MikroORM writes them (BigIntType's database value).
-    const platform = em.getPlatform()
-    const keys = new Map<object, unknown>()
-    for (const changeSet of pending) {
-      const { prop } = shardedKeyOf(changeSet.meta)!
-      const value = changeSet.entity[prop.name]
-      keys.set(
-        changeSet.entity,
-        prop.customType ? prop.customType.convertToDatabaseValue(value, platform) : value,
+    const { pending, moved } = planFlush(uow, this.placement, this.#issued)
+    const placed = [...pending, ...moved]
+    if (placed.length === 0) return
+    rekey(uow, moved, 'out')
+    const before = moved.map((changeSet) => changeSet.entity[changeSet.meta.primaryKeys[0]!])
+    try {
+      await this.fill(
+        placed.map((changeSet) => changeSet.entity),
+        placed.map((changeSet) => changeSet.meta),
       )
+    } catch (error) {
+      moved.forEach((changeSet, i) => {
+        changeSet.entity[changeSet.meta.primaryKeys[0]!] = before[i]
+      })
+      throw error
+    } finally {
+      rekey(uow, moved, 'in')
     }
-    for (const changeSet of uow.getChangeSets()) {
+    const keys = databaseKeys(placed, em.getPlatform())
+    for (const changeSet of uow.getChangeSets() as ChangeSet<Row>[]) {
       if (changeSet.type !== ChangeSetType.CREATE && changeSet.type !== ChangeSetType.UPDATE) {
         continue
       }
-      if (!patchPayload(changeSet as ChangeSet<Row>, keys)) {
-        uow.recomputeSingleChangeSet(changeSet.entity)
-      }
+      if (!patchPayload(changeSet, keys)) uow.recomputeSingleChangeSet(changeSet.entity)
     }
   }
 
@@ -155,107 +227,44 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     )
   }
 
-  /** The logical shard of a new entity (or row) by its rule. */
-  shardOf(entity: object, meta: EntityMetadata, visiting = new Set<object>()): number {
-    const key = shardedKeyOf(meta)
-    if (!key) throw new ConfigurationError(`${meta.className} has no sharded primary key.`)
-    // A source of plain IDs without shards (ticket servers): shard rules do not apply.
-    const layout = this.layout
-    if (!layout) return 0
-    const rule = key.spec.rule
-    const options = {
-      layout,
-      logicalShards: this.logicalShards,
-      entityName: meta.className,
-    }
-    if ('shard' in rule) return resolveShard(rule, entity, options)
-    const ref = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
-    const row = entity as Row
-    if (typeof ref === 'string') {
-      const prop = meta.properties[ref]
-      if (prop && isToOne(prop)) {
-        return this.shardOfRelated(row[ref], prop.targetMeta, meta, ref, visiting.add(entity))
-      }
-      return resolveShard(rule as ShardRule<Row>, row, options)
-    }
-    const value = ref(row)
-    if (value !== null && typeof value === 'object') {
-      return this.shardOfRelated(value, undefined, meta, 'function', visiting.add(entity))
-    }
-    return resolveShard(rule as ShardRule<Row>, row, options)
-  }
-
   private async fill(rows: readonly object[], metas: readonly EntityMetadata[]): Promise<void> {
-    const shards = rows.map((row, i) => this.shardOf(row, metas[i]!))
+    const shards = rows.map((row, i) => this.placement.shardOf(row, metas[i]!))
     const ids = await allocateIds(this.source, shards)
     rows.forEach((row, i) => {
-      const key = shardedKeyOf(metas[i]!)!
-      ;(row as Row)[key.prop.name] = inMode(ids[i]!, key.spec.mode)
+      const { prop } = shardedKeyOf(metas[i]!)!
+      ;(row as Row)[prop.name] = inType(ids[i]!, idTypeOf(prop))
     })
-  }
-
-  /** A relation's shard: a sharded parent's own shard (co-location), else its key as shard key. */
-  private shardOfRelated(
-    value: unknown,
-    targetMeta: EntityMetadata | undefined,
-    meta: EntityMetadata,
-    via: string,
-    visiting: Set<object>,
-  ): number {
-    const target = Reference.isReference(value) ? value.unwrap() : value
-    if (target === null || target === undefined) {
-      throw new MissingShardKeyError(
-        `The shard key of ${meta.className} (relation '${via}') is missing: set it before flushing, or give the ID yourself.`,
-      )
-    }
-    let related = targetMeta
-    let pk: unknown = target
-    if (typeof target === 'object') {
-      related = metadataOf(target, targetMeta)
-      pk = related ? (target as Row)[related.primaryKeys[0]!] : undefined
-    }
-    const sharded = related ? shardedKeyOf(related) : undefined
-    if (pk !== null && pk !== undefined) {
-      if (sharded && this.layout)
-        return this.layout.shardOf(toBigInt(pk, `${related?.className} ID`))
-      return shardForKey(pk as bigint | number | string, this.logicalShards)
-    }
-    if (sharded && related && typeof target === 'object') {
-      if (visiting.has(target)) {
-        throw new ConfigurationError(`The shard rules of ${meta.className} form a cycle.`)
-      }
-      return this.shardOf(target, related, visiting)
-    }
-    throw new MissingShardKeyError(
-      `The shard of ${meta.className} comes from its relation '${via}', whose ${related?.className ?? 'entity'} has no primary key yet.`,
-    )
   }
 }
 
 /**
- * The MikroORM subscriber that gives every entity with a `@ShardedId()` / `shardedId()` key its
- * 64-bit sharded ID before the INSERT.
+ * The MikroORM extension that gives every entity with a `@ShardedId()` / `shardedId()` key its
+ * 64-bit sharded ID before the INSERT. List it in `extensions`; it registers its own subscriber.
  *
+ * - When the ORM starts, every sharded key is checked: its rule (`InvalidShardRuleError`, e.g.
+ *   `shardBy` on a relation to a sharded entity), a 64-bit column the database does not generate
+ *   (`ConfigurationError`). A second `shardedIds()` is refused (`ShardConflictError`).
  * - **Sync source** (`InProcessSource`): the ID is set by `em.create()` (MikroORM 7 runs `onCreate`
- *   early), so the entity sits in the identity map under its final key before the flush.
- *   Entities made with `new` get theirs at flush.
+ *   early) when the shard key is known. At flush the rule is applied again: a key whose shard no
+ *   longer matches is replaced if nothing references the entity, else `ShardKeyChangedError`.
  * - **Async source** (`PostgresSource`, `MysqlSource`, ...): in `onFlush`, every new entity of
- *   the flush gets its ID, one `nextIds` round trip per shard (none with a prefetching source),
- *   and the keys are written into the change sets so children's foreign keys carry them.
- *   MikroORM 6.6 works too (IDs at flush; see the README for `em.upsert()`).
+ *   the flush gets its ID, one `nextIds` round trip per shard.
  * - An entity whose shard key is missing at flush fails with `MissingShardKeyError` before
  *   anything is written. IDs the caller set are kept.
+ * - `orm.schema` and the migrator leave shardflake's PostgreSQL schemas alone
+ *   (`schemaGenerator.ignoreSchema`).
  * - `em.insert`, `em.insertMany` and query-builder inserts bypass every hook: use
  *   `assignShardedIds()` for them (the NOT NULL key fails loudly if you forget).
  *
  * @example
  * ```ts
- * import { InProcessSource, instagram } from '@shardflake/core'
+ * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
  * import { shardedIds } from '@shardflake/mikro-orm'
  *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
  * const orm = await MikroORM.init({
  *   entities: [User, Post],
- *   subscribers: [shardedIds({ source: new InProcessSource({ layout: instagram, shards: 'all' }) })],
+ *   extensions: [shardedIds({ source: new InProcessSource({ sharding, shards: 'all' }) })],
  * })
  * ```
  */
@@ -263,92 +272,6 @@ export function shardedIds(options: ShardedIdsOptions): ShardedIdSubscriber {
   return new ShardedIdSubscriber(options)
 }
 
-/**
- * Gives rows for `em.insert`, `em.insertMany` and `qb.insert()` their sharded IDs (those paths
- * run no hooks). Rows use property names; a relation may hold an entity, a reference or the
- * parent's primary key. Rows that already have an ID keep it. One `nextIds` per shard.
- *
- * @example
- * ```ts
- * const rows = await assignShardedIds(em, Post, [{ author: authorId, title: 'a' }, { author: authorId, title: 'b' }])
- * await em.insertMany(Post, rows)
- * ```
- */
-export async function assignShardedIds<T extends object, R extends EntityData<T>>(
-  em: EntityManager,
-  entityName: EntityName<T>,
-  rows: R[],
-): Promise<(R & RequiredEntityData<T>)[]>
-export async function assignShardedIds<T extends object, R extends EntityData<T>>(
-  em: EntityManager,
-  entityName: EntityName<T>,
-  row: R,
-): Promise<R & RequiredEntityData<T>>
-export async function assignShardedIds<T extends object, R extends EntityData<T>>(
-  em: EntityManager,
-  entityName: EntityName<T>,
-  rows: R | R[],
-): Promise<R | R[]> {
-  const subscriber = subscriberOf(em)
-  const list: Row[] = (Array.isArray(rows) ? rows : [rows]).map((row) => row as Row)
-  await subscriber.assignRows(list, em.getMetadata().get(entityName))
-  return rows
-}
-
-function subscriberOf(em: EntityManager): ShardedIdSubscriber {
-  for (const subscriber of em.getEventManager().getSubscribers()) {
-    if (subscriber instanceof ShardedIdSubscriber) return subscriber
-  }
-  throw new ConfigurationError(
-    'No shardedIds() subscriber is registered: add `subscribers: [shardedIds({ source })]` to MikroORM.init().',
-  )
-}
-
-/**
- * Writes new keys into a change set: its own key if it is new, and every to-one relation that
- * points at a new entity. False when the change set has a shape this does not patch.
- */
-function patchPayload(changeSet: ChangeSet<Row>, keys: ReadonlyMap<object, unknown>): boolean {
-  const { meta, entity, payload } = changeSet
-  const own = keys.get(entity)
-  if (own !== undefined) {
-    // (inheritanceType, polymorphic and targetKey are MikroORM 7 fields: read loosely for 6)
-    if (loose(meta).inheritanceType === 'tpt' || meta.primaryKeys.length !== 1) return false
-    payload[meta.primaryKeys[0]!] = own
-  }
-  for (const prop of meta.relations) {
-    if (!isToOne(prop) || !(prop.name in payload)) continue
-    const value = entity[prop.name]
-    if (value === null || value === undefined) continue
-    const target = Reference.unwrapReference(value as object)
-    const key = keys.get(target)
-    if (key === undefined) continue
-    const { polymorphic, targetKey } = loose(prop)
-    if (polymorphic || targetKey || prop.fieldNames.length !== 1) return false
-    payload[prop.name] = key
-  }
-  return true
-}
-
-function loose(value: object): {
-  inheritanceType?: unknown
-  polymorphic?: unknown
-  targetKey?: unknown
-} {
-  return value
-}
-
-function metadataOf(entity: object, fallback: EntityMetadata | undefined) {
-  return Utils.isEntity(entity, true) ? helper(entity).__meta : fallback
-}
-
-function isToOne(prop: EntityProperty): boolean {
-  return (
-    prop.kind === ReferenceKind.MANY_TO_ONE ||
-    (prop.kind === ReferenceKind.ONE_TO_ONE && prop.owner)
-  )
-}
-
-function inMode(id: bigint, mode: 'bigint' | 'string'): bigint | string {
-  return mode === 'string' ? id.toString() : id
+function inType(id: bigint, idType: IdType): bigint | string {
+  return idType === 'string' ? id.toString() : id
 }

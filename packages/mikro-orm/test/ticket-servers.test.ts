@@ -6,6 +6,6 @@ import { ticketSource } from './support/sources'
 describePlainIdAdapter('MikroORM / MariaDB / TicketServerSource / legacy decorators', {
   dialect: 'mysql',
   database: 'sf_mikro_tickets',
-  createSource: (raw) => ticketSource(raw, 'sf_mikro_tix_'),
+  createSource: (raw) => ticketSource(raw, `sf_mikro_tix_${process.pid}_`),
   setup: (context) => mikroBlog('mysql', legacyBlog, context),
 })

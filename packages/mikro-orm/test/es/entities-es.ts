@@ -5,12 +5,12 @@ import { ShardedId } from '../../src/es'
 @Entity({ tableName: 'authors' })
 export class Author {
   @ShardedId({ shardBy: 'email' }) id!: bigint
-  @Property({ type: 'string' }) email!: string
+  @Property({ type: 'string', unique: true }) email!: string
 }
 
 @Entity({ tableName: 'posts' })
 export class Post {
-  @ShardedId({ shardBy: 'author' }) id!: bigint
+  @ShardedId({ sameShardAs: 'author' }) id!: bigint
   @ManyToOne(() => Author) author!: Author
   @Property({ type: 'string' }) title!: string
   @OneToMany(
@@ -27,4 +27,10 @@ export class Comment {
   @Property({ type: 'string' }) body!: string
 }
 
-export const esBlog = { Author, Post, Comment }
+@Entity({ tableName: 'keyed' })
+export class Keyed {
+  @ShardedId({ shardBy: 'shardKey' }) id!: bigint
+  @Property({ type: 'string', nullable: true }) shardKey!: string | null
+}
+
+export const esBlog = { Author, Post, Comment, Keyed }

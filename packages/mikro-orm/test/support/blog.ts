@@ -2,13 +2,14 @@ import type {
   Collection,
   EntityManager,
   EntityName,
-  EventSubscriber,
   MikroORM,
+  Options,
   RequiredEntityData,
 } from '@mikro-orm/core'
 import { MikroORM as MariaDbOrm } from '@mikro-orm/mariadb'
 import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
-import type { AdapterSetupContext, BlogThroughOrm, Dialect } from '@shardflake/conformance'
+import type { BlogThroughOrm, Dialect } from '@shardflake/conformance'
+import type { IdSource } from '@shardflake/core'
 import { type ShardedIdsOptions, shardedIds } from '../../src'
 
 export interface BlogAuthor {
@@ -26,22 +27,29 @@ export interface BlogComment {
   post: BlogPost
   body: string
 }
+export interface BlogKeyed {
+  id: bigint
+  shardKey?: string | null | undefined
+}
 
 /** The blog's entities in one of the three forms (legacy, es, defineEntity). */
 export interface BlogEntities {
   Author: EntityName<BlogAuthor>
   Post: EntityName<BlogPost>
   Comment: EntityName<BlogComment>
+  /** (Any entity: defineEntity infers `shardKey` in a shape BlogKeyed cannot name.) */
+  Keyed: EntityName
 }
 
-/** MikroORM on `url` with the entities; never creates the schema (the tests do). */
+/** MikroORM on `url` with the entities and `extensions`; never creates the schema (the tests do). */
 export function openOrm(
   dialect: Dialect,
   url: string,
   entities: readonly EntityName[],
-  subscribers: EventSubscriber[],
+  extensions: Options['extensions'] = [],
+  more: Partial<Options> = {},
 ): Promise<MikroORM> {
-  const options = { clientUrl: url, entities: [...entities], subscribers, pool: { max: 8 } }
+  const options = { clientUrl: url, entities: [...entities], extensions, pool: { max: 8 }, ...more }
   if (dialect === 'postgres') return PostgresOrm.init(options)
   return MariaDbOrm.init(options)
 }
@@ -50,14 +58,14 @@ export function openOrm(
 export async function mikroBlog(
   dialect: Dialect,
   entities: BlogEntities,
-  { source, raw }: Pick<AdapterSetupContext, 'source' | 'raw'>,
+  { source, raw }: { source: IdSource; raw: { url: string } },
   options: Omit<ShardedIdsOptions, 'source'> = {},
 ): Promise<BlogThroughOrm> {
-  const { Author, Post, Comment } = entities
+  const { Author, Post, Comment, Keyed } = entities
   const orm = await openOrm(
     dialect,
     raw.url,
-    [Author, Post, Comment],
+    [Author, Post, Comment, Keyed],
     [shardedIds({ source, ...options })],
   )
   const fork = (): EntityManager => orm.em.fork()
@@ -65,8 +73,13 @@ export async function mikroBlog(
     id === undefined ? undefined : em.getReference(Author, BigInt(id))
   const post = (
     em: EntityManager,
-    data: { authorId: bigint | string | undefined; title: string },
-  ) => em.create(Post, { author: author(em, data.authorId), title: data.title } as BlogPost)
+    data: { authorId: bigint | string | undefined; title: string; id?: bigint | string },
+  ) =>
+    em.create(Post, {
+      ...(data.id === undefined ? {} : { id: BigInt(data.id) }),
+      author: author(em, data.authorId),
+      title: data.title,
+    } as BlogPost)
 
   return {
     idType: 'bigint',
@@ -79,7 +92,6 @@ export async function mikroBlog(
     async createPost(data) {
       const em = fork()
       const created = post(em, data)
-      if (data.id !== undefined) created.id = BigInt(data.id)
       await em.flush()
       return created.id
     },
@@ -99,12 +111,26 @@ export async function mikroBlog(
       await em.flush()
       return { postId: created.id, commentIds: created.comments.getItems().map((c) => c.id) }
     },
+    async addCommentToLoadedPost(postId, body) {
+      const em = fork()
+      const loaded = await em.findOneOrFail(Post, BigInt(postId), { populate: ['comments'] })
+      const comment = em.create(Comment, { body } as BlogComment)
+      loaded.comments.add(comment)
+      await em.flush()
+      return comment.id
+    },
     async createPostThenFail(data) {
       await fork().transactional(async (em) => {
         post(em, data)
         await em.flush()
         throw new Error('rolled back on purpose')
       })
+    },
+    async createKeyed(shardKey) {
+      const em = fork()
+      const created = em.create(Keyed, (shardKey === undefined ? {} : { shardKey }) as BlogKeyed)
+      await em.flush()
+      return created.id
     },
     close: () => orm.close(true),
   }

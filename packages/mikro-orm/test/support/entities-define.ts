@@ -14,7 +14,7 @@ export const Post = defineEntity({
   name: 'Post',
   tableName: 'posts',
   properties: {
-    id: shardedId({ shardBy: 'author' }),
+    id: shardedId({ sameShardAs: 'author' }),
     author: () => p.manyToOne(Author),
     title: p.string(),
     comments: () => p.oneToMany(Comment).mappedBy('post'),
@@ -31,4 +31,13 @@ export const Comment = defineEntity({
   },
 })
 
-export const definedBlog = { Author, Post, Comment }
+export const Keyed = defineEntity({
+  name: 'Keyed',
+  tableName: 'keyed',
+  properties: {
+    id: shardedId({ shardBy: 'shardKey' }),
+    shardKey: p.string().nullable(),
+  },
+})
+
+export const definedBlog = { Author, Post, Comment, Keyed }

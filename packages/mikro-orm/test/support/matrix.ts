@@ -1,42 +1,41 @@
-import { describeAdapter, type RawDatabase } from '@shardflake/conformance'
-import { type IdSource, InProcessSource, instagram } from '@shardflake/core'
+import { asAsync, describeAdapter, type RawDatabase } from '@shardflake/conformance'
+import { type IdSource, InProcessSource, type Sharding } from '@shardflake/core'
 import { type BlogEntities, mikroBlog } from './blog'
-import { mysqlSource, postgresSource, redisSource } from './sources'
+import { databaseSource } from './sources'
 
-const LOGICAL_SHARDS = { postgres: 16, mysql: 8 } as const
+type SourceMaker = (
+  raw: RawDatabase,
+  sharding: Sharding,
+  name: string,
+) => IdSource | Promise<IdSource>
 
 /**
  * The conformance suite for one entity form on both servers and every kind of source: the
- * in-process generator, the server's own routines (`PostgresSource` / `MysqlSource`) and Redis.
- * `form` names the runs and their databases (`sf_mikro_<form>_<server>_<source>`).
+ * in-process generator (at `em.create()`), the same behind promises (the flush path database
+ * sources take) and the server's own routines. `form` names the runs and their databases.
  */
 export function describeMatrix(form: 'legacy' | 'define' | 'es', blog: BlogEntities): void {
   const label = { legacy: 'legacy decorators', define: 'defineEntity', es: 'standard decorators' }
+  const inProcess: SourceMaker = (_raw, sharding) =>
+    new InProcessSource({ sharding, shards: 'all' })
   for (const dialect of ['postgres', 'mysql'] as const) {
     const server = dialect === 'postgres' ? 'PostgreSQL' : 'MariaDB'
-    const logicalShards = LOGICAL_SHARDS[dialect]
-    const sources: Record<
-      string,
-      (raw: RawDatabase, name: string) => IdSource | Promise<IdSource>
-    > = {
-      'in-process': () => new InProcessSource({ layout: instagram, shards: 'all' }),
-      [dialect === 'postgres' ? 'PostgresSource' : 'MysqlSource']: (raw, name) =>
-        dialect === 'postgres'
-          ? postgresSource(raw, logicalShards)
-          : mysqlSource(raw, `${name}_s`, logicalShards),
-      RedisSource: (_raw, name) => redisSource(`${name}:`),
+    const sources: Record<string, SourceMaker> = {
+      'in-process': inProcess,
+      'in-process behind promises': (raw, sharding, name) =>
+        asAsync(inProcess(raw, sharding, name) as IdSource),
+      ...databaseSource(dialect),
     }
     for (const [kind, create] of Object.entries(sources)) {
-      const name = `sf_mikro_${form}_${dialect === 'postgres' ? 'pg' : 'my'}_${kind
-        .replace(/Source$/, '')
-        .replace('-', '')
-        .toLowerCase()}`
+      const tag = kind
+        .replace(/[^a-z]/gi, '')
+        .slice(0, 12)
+        .toLowerCase()
+      const name = `sf_mikro_${form}_${dialect === 'postgres' ? 'pg' : 'my'}_${tag}`
       describeAdapter(`MikroORM / ${server} / ${kind} / ${label[form]}`, {
         dialect,
         database: name,
-        postsFollowAuthor: true,
-        logicalShards,
-        createSource: (raw) => create(raw, name),
+        createSource: (raw, sharding) => create(raw, sharding, name),
         setup: (context) => mikroBlog(dialect, blog, context),
       })
     }
