@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto'
+import { startMariadb, type ThrowawayServer } from '@shardflake/conformance'
+import {
+  defineLayout,
+  defineSharding,
+  LeasedSource,
+  NoFreeLeaseError,
+  ShardflakeError,
+  ShardingMismatchError,
+} from '@shardflake/core'
+import mysql from 'mysql2/promise'
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
+import { MysqlLeaseRegistry } from '../src'
+
+const layout = defineLayout({
+  name: 'leased',
+  epoch: '2025-01-01T00:00:00Z',
+  timeBits: 41,
+  shardBits: 13,
+  workerBits: 2,
+  sequenceBits: 8,
+})
+const sharding = defineSharding({ layout, logicalShards: 64 })
+const pool = mysql.createPool({
+  uri: process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test',
+  connectionLimit: 6,
+})
+const databases: string[] = []
+const database = () => {
+  const name = `sf_leases_${process.pid}_${randomBytes(3).toString('hex')}`
+  databases.push(name)
+  return name
+}
+
+afterAll(async () => {
+  for (const name of databases) await pool.query(`DROP DATABASE IF EXISTS \`${name}\``)
+  await pool.end()
+})
+
+async function start(registry: MysqlLeaseRegistry, ttlMs = 10_000): Promise<LeasedSource> {
+  const source = await LeasedSource.start({ sharding, registry, ttlMs })
+  onTestFinished(() => source.close())
+  return source
+}
+
+describe('MysqlLeaseRegistry', () => {
+  it('grants concurrent holders distinct workers (0 reserved), refuses a fourth, frees at close', async () => {
+    const registry = new MysqlLeaseRegistry(pool, { database: database() })
+    const sources = await Promise.all([start(registry), start(registry), start(registry)])
+    expect(new Set(sources.map((s) => s.lease.worker))).toEqual(new Set([1, 2, 3]))
+    expect(new Set(sources.map((s) => s.lease.token)).size).toBe(3)
+    await expect(LeasedSource.start({ sharding, registry })).rejects.toBeInstanceOf(
+      NoFreeLeaseError,
+    )
+    const ids = sources.flatMap((s) => s.nextIds(4, 200))
+    await sources[1]!.close()
+    const next = await start(registry)
+    expect(next.lease.worker).toBe(sources[1]!.lease.worker)
+    expect(next.lease.token).toBeGreaterThan(sources[2]!.lease.token)
+    ids.push(...next.nextIds(4, 200))
+    expect(new Set(ids).size).toBe(800)
+    expect((await registry.list()).filter((lease) => lease.holder !== null)).toHaveLength(3)
+  })
+
+  it('refuses an application with another sharding', async () => {
+    const name = database()
+    await (await start(new MysqlLeaseRegistry(pool, { database: name }))).close()
+    const other = defineSharding({ layout, logicalShards: 8 })
+    await expect(
+      LeasedSource.start({
+        sharding: other,
+        registry: new MysqlLeaseRegistry(pool, { database: name }),
+      }),
+    ).rejects.toBeInstanceOf(ShardingMismatchError)
+  })
+
+  describe('when the registry server restarts', () => {
+    let server: ThrowawayServer | undefined
+    afterAll(() => server?.stop())
+
+    it('keeps its leases and marks, and no ID repeats', async () => {
+      server = await startMariadb()
+      const own = mysql.createPool({ uri: server.url, connectionLimit: 4 })
+      onTestFinished(() => own.end().catch(() => undefined))
+      const registry = new MysqlLeaseRegistry(own)
+      const ttlMs = 2000
+      const sources = [await start(registry, ttlMs), await start(registry, ttlMs)]
+      const ids: bigint[] = []
+      const codes = new Set<string>()
+      const drive = async (ms: number) => {
+        const until = Date.now() + ms
+        while (Date.now() < until) {
+          for (const source of sources) {
+            try {
+              ids.push(...source.nextIds(Math.floor(Math.random() * 64), 20))
+            } catch (error) {
+              expect(error).toBeInstanceOf(ShardflakeError)
+              codes.add((error as ShardflakeError).code)
+            }
+          }
+          await new Promise((resolve) => setTimeout(resolve, 2))
+        }
+      }
+      await drive(500)
+      await server.restart()
+      await drive(2500)
+      expect(new Set(ids).size).toBe(ids.length)
+      expect(ids.length).toBeGreaterThan(1000)
+      for (const code of codes) expect(['LEASE_EXPIRED']).toContain(code)
+      const held = (await registry.list()).filter((lease) => lease.holder !== null)
+      expect(held.map((lease) => lease.worker).sort()).toEqual(
+        sources.map((s) => s.lease.worker).sort(),
+      )
+    }, 60_000)
+  })
+})
