@@ -70,8 +70,19 @@ test('MysqlSource on MariaDB under kill -9 and restarts, KILL QUERY and KILL CON
   const control = scenario.control(SHARDS.mysqlControl)
   killSessions(scenario, admin)
 
+  await sleep(3_000)
+  // The only server hangs: callers give up after timeoutMs (TIMED_OUT), none waits longer.
+  scenario.ledgers[0]!.openWindow('mariadbd stopped 3 s')
+  server.signal('SIGSTOP')
+  scenario.faults.add('SIGSTOP 3 s')
+  try {
+    await sleep(3_000)
+  } finally {
+    server.signal('SIGCONT')
+    scenario.ledgers[0]!.closeWindow()
+  }
   for (let crash = 0; crash < 3; crash++) {
-    await sleep(5_000)
+    await sleep(4_000)
     await server.crash()
     scenario.faults.add('kill -9 mariadbd')
     await sleep(500)

@@ -126,6 +126,21 @@ test('PostgresSource under restarts (fast, immediate), terminated and cancelled 
   }
   scenario.every(40, 'pg_cancel_backend', () => signalOne('pg_cancel_backend', 'active'))
   scenario.every(150, 'pg_terminate_backend', () => signalOne('pg_terminate_backend'))
+  // A session that hangs mid-call (its backend stopped): the caller gives up after timeoutMs.
+  scenario.every(2_500, 'SIGSTOP of a session for 1.5 s', async () => {
+    const pids = await sessions('active')
+    const pid = pids[Math.floor(Math.random() * pids.length)]
+    if (pid === undefined) return 0
+    process.kill(pid, 'SIGSTOP')
+    try {
+      await sleep(1_500)
+    } finally {
+      try {
+        process.kill(pid, 'SIGCONT')
+      } catch {}
+    }
+    return 1
+  })
 
   for (const mode of ['fast', 'immediate', 'immediate', 'fast', 'immediate'] as const) {
     await sleep(4_000)
