@@ -1,7 +1,4 @@
 import { defineProject, mergeConfig } from 'vitest/config'
 import shared from '../../vitest.shared.ts'
 
-export default mergeConfig(
-  shared,
-  defineProject({ test: { name: 'redis', globalSetup: ['./test/global-setup.ts'] } }),
-)
+export default mergeConfig(shared, defineProject({ test: { name: 'redis' } }))

@@ -1,7 +1,7 @@
 // IDs per second from RedisSource against a bare INCR (the floor), in one run, alternating.
 // Run after `pnpm build`: node bench/redis.bench.ts [--seconds 1] [--rounds 5] [--json]
 // REDIS_URL overrides redis://127.0.0.1:6379.
-import { instagram } from '@shardflake/core'
+import { defineSharding, instagram } from '@shardflake/core'
 import { RedisSource, recommendedRedisOptions } from '@shardflake/redis'
 import { Redis } from 'ioredis'
 
@@ -17,7 +17,8 @@ const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const prefix = `sf:redis:bench:${process.pid}:`
 
 const incr = new Redis(url, recommendedRedisOptions)
-const source = new RedisSource({ layout: instagram, servers: url, keyPrefix: prefix })
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+const source = new RedisSource({ sharding, servers: url, keyPrefix: prefix })
 
 interface Mode {
   name: string

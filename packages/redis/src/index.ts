@@ -1,8 +1,8 @@
+export { RedisLeaseRegistry, type RedisLeaseRegistryOptions } from './lease-registry'
 export {
   type RedisServerInput,
-  RedisSource,
   type RedisSourceOptions,
   recommendedRedisOptions,
   type ServedIds,
-} from './redis-source'
-export { ID_SCRIPT, ID_SCRIPT_SHA } from './script'
+} from './options'
+export { RedisSource } from './redis-source'

@@ -1,39 +1,44 @@
 import { createHash } from 'node:crypto'
+import type { Sharding } from '@shardflake/core'
 
 /**
  * The Lua script behind {@link RedisSource}. It counts in "ID space": per shard it keeps the last
  * issued counter `c = time * 2^sequenceBits + sequence` and hands out the next `n` values of its
  * residue class (`c ≡ offset (mod step)`, the INCRBY offsets and step of the classic
- * multi-server Redis generator), never below the clock,
- * never more than `maxDrift` time units ahead of it.
+ * multi-server Redis generator), never below the clock, never more than `maxDrift` time units
+ * ahead of it, never at or past the layout's time limit.
  *
- * KEYS[1] per-shard state (a string holding the last counter), KEYS[2] the server's config stamp.
- * ARGV: 1 n, 2 step, 3 offset, 4 config stamp, 5 epoch ms, 6 time unit ms, 7 2^sequenceBits,
- * 8 max drift in time units, 9 client floor counter (-1 for none), 10 time override in ms ('' =
- * the server's TIME).
+ * KEYS[1] per-shard state (a string holding the last counter), KEYS[2] the server's config stamp,
+ * KEYS[3] the recorded sharding (JSON). ARGV: 1 n, 2 step, 3 offset, 4 config stamp, 5 epoch ms,
+ * 6 time unit ms, 7 2^sequenceBits, 8 max drift in time units, 9 client floor counter (-1 for
+ * none), 10 time override in ms ('' = the server's TIME), 11 time limit in units, 12 sharding JSON.
  *
- * Returns `{first, granted, now}`: counters `first, first + step, ...` (`granted` of them; 0 when
- * the caller must wait until the clock reaches `floor(first / 2^sequenceBits) - maxDrift`), and the
- * time (in units) the script used. Lua numbers are doubles: counters stay below 2^53 because the
- * source refuses layouts with more than 52 time + sequence bits.
+ * Returns `{status, first, granted, now}` (see {@link ScriptStatus}); for `CONFIG`,
+ * `{status, recordedStamp}`. Lua numbers are doubles: counters stay below 2^53 because the source
+ * refuses layouts with more than 52 time + sequence bits.
  *
  * A missing state (first use, or Redis restarted or evicted the key) is not trusted to start at
  * the clock: IDs issued before the loss may run up to `maxDrift` ahead of the clock, so a fresh
  * state starts at `now + maxDrift + 1`: the first caller waits one time unit, and the shard's
-IDs run up to `maxDrift` ahead of the clock until it catches up.
- * @internal
+ * IDs run up to `maxDrift` ahead of the clock until it catches up.
+ *
+ * Why `BEHIND` is told from `FULL` by the wait alone: the state is never set above the limit of
+ * the call that set it, so while the clock does not go back, the next counter is at most one
+ * time unit past the current limit. A wait of two units or more means some earlier call saw a
+ * later clock.
  */
 export const ID_SCRIPT = `
-local n = tonumber(ARGV[1])
-local step = tonumber(ARGV[2])
-local offset = tonumber(ARGV[3])
 local stamp = redis.call('GET', KEYS[2])
 if stamp ~= ARGV[4] then
   if stamp then
-    return redis.error_reply('SHARDFLAKE_CONFIG ' .. stamp)
+    return {4, stamp}
   end
   redis.call('SET', KEYS[2], ARGV[4])
+  redis.call('SET', KEYS[3], ARGV[12], 'NX')
 end
+local n = tonumber(ARGV[1])
+local step = tonumber(ARGV[2])
+local offset = tonumber(ARGV[3])
 local ms
 if ARGV[10] ~= '' then
   ms = tonumber(ARGV[10])
@@ -46,10 +51,14 @@ local span = tonumber(ARGV[7])
 local drift = tonumber(ARGV[8])
 local now = math.floor((ms - tonumber(ARGV[5])) / unit)
 local limit = (now + drift + 1) * span - 1
+local cap = tonumber(ARGV[11]) * span - 1
 local last = tonumber(redis.call('GET', KEYS[1]) or '')
 if not last then
   last = limit
   redis.call('SET', KEYS[1], last)
+end
+if limit > cap then
+  limit = cap
 end
 local first = last + step
 if first < now * span then
@@ -60,13 +69,79 @@ if floor >= 0 and first <= floor then
   first = floor + 1
 end
 first = first + (offset - first) % step
-local granted = 0
-if first <= limit then
-  granted = math.min(n, math.floor((limit - first) / step) + 1)
-  redis.call('SET', KEYS[1], first + (granted - 1) * step)
+if first > cap then
+  return {3, first, 0, now}
 end
-return {first, granted, now}
+if first > limit then
+  if math.floor(first / span) - drift - now > 1 then
+    return {2, first, 0, now}
+  end
+  return {1, first, 0, now}
+end
+local granted = math.min(n, math.floor((limit - first) / step) + 1)
+redis.call('SET', KEYS[1], first + (granted - 1) * step)
+return {0, first, granted, now}
 `
 
-/** SHA1 of {@link ID_SCRIPT}, as `SCRIPT LOAD` returns it. @internal */
+/** SHA1 of {@link ID_SCRIPT}, as `SCRIPT LOAD` returns it. */
 export const ID_SCRIPT_SHA = createHash('sha1').update(ID_SCRIPT).digest('hex')
+
+/** What the script's first reply element says. */
+export const ScriptStatus = {
+  /** `granted` counters from `first` were issued. */
+  GRANTED: 0,
+  /** The shard's drift allowance is used up: wait one time unit (capacity, not a clock fault). */
+  FULL: 1,
+  /** The state is two or more units past the allowance: the clock went back (or lags a peer's). */
+  BEHIND: 2,
+  /** The next counter's time reached the layout's limit. */
+  EXHAUSTED: 3,
+  /** The server serves this prefix with another configuration stamp. */
+  CONFIG: 4,
+} as const
+
+/** One reply of the script. */
+export type ScriptReply =
+  | { status: 0 | 1 | 2 | 3; first: number; granted: number; now: number }
+  | { status: 4; stamp: string }
+
+/** A reply that is not `CONFIG`. */
+export type GrantReply = Extract<ScriptReply, { status: 0 | 1 | 2 | 3 }>
+
+/** Reads the script's reply array. */
+export function readReply(reply: unknown): ScriptReply {
+  const [status, a, granted, now] = reply as [number, number | string, number, number]
+  if (status === ScriptStatus.CONFIG) return { status, stamp: String(a) }
+  return { status: status as 0 | 1 | 2 | 3, first: Number(a), granted, now }
+}
+
+/**
+ * The configuration stamp one server records under the prefix: the sharding (the fields
+ * `Sharding.equals` compares), the drift and this server's place in the list. Processes that
+ * send another stamp are refused by the script.
+ */
+export function configStamp(sharding: Sharding, driftUnits: number, place: string): string {
+  return ['shardflake-v2', `sharding=${shardingPart(sharding)}`, `drift=${driftUnits}`, place].join(
+    ';',
+  )
+}
+
+/** The sharding part of a stamp, or `undefined` when the stamp has none. */
+export function stampSharding(stamp: string): string | undefined {
+  return stamp
+    .split(';')
+    .find((part) => part.startsWith('sharding='))
+    ?.slice('sharding='.length)
+}
+
+/** The sharding as a stamp part. */
+export function shardingPart(sharding: Sharding): string {
+  const { layout } = sharding
+  return [
+    layout.epoch,
+    layout.timeUnitMs,
+    `${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits}`,
+    layout.order.join('.'),
+    sharding.logicalShards,
+  ].join(',')
+}

@@ -2,16 +2,17 @@ import { ClockMovedBackwardsError, instagram } from '@shardflake/core'
 import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it } from 'vitest'
 import { RedisSource } from '../src'
-import { fakeClock, isAscending } from './helpers'
-import { deletePrefix, sharedRedisUrl } from './redis-servers'
+import { fakeClock, isAscending, sharding } from './helpers'
+import { deletePrefix, runTag, sharedRedisUrl } from './redis-servers'
 
-const prefix = 'sf:redis:clock:'
+const prefix = `sf:redis:clock:${runTag}:`
 const sources: RedisSource[] = []
 const open = (clock: ReturnType<typeof fakeClock>, extra: { maxWaitMs?: number } = {}) => {
   const source = new RedisSource({
-    layout: instagram,
+    sharding,
     servers: sharedRedisUrl,
     keyPrefix: prefix,
+    maxDriftMs: 10,
     clock: clock.read,
     sleep: clock.sleep,
     ...extra,

@@ -1,31 +1,40 @@
 import { describeIdSource } from '@shardflake/conformance'
-import { instagram } from '@shardflake/core'
+import { afterAll, beforeAll } from 'vitest'
 import { RedisSource } from '../src'
-import { deletePrefix, extraPorts, sharedRedisUrl, urlOf } from './redis-servers'
+import { sharding } from './helpers'
+import {
+  deletePrefix,
+  runTag,
+  sharedRedisUrl,
+  startRedis,
+  type ThrowawayServer,
+} from './redis-servers'
 
-const single = 'sf:redis:conformance:single:'
-const multi = 'sf:redis:conformance:multi:'
-const [portA, portB] = extraPorts() as [number, number]
+const single = `sf:redis:conformance:single:${runTag}:`
+const multi = `sf:redis:conformance:multi:${runTag}:`
+let throwaway: ThrowawayServer[] = []
+const urls = () => [sharedRedisUrl, ...throwaway.map((server) => server.url)]
+
+beforeAll(async () => {
+  throwaway = await Promise.all([startRedis(), startRedis()])
+})
+afterAll(async () => {
+  await Promise.all(throwaway.map((server) => server.stop()))
+})
 
 describeIdSource('RedisSource (one server)', {
-  create: () => new RedisSource({ layout: instagram, servers: sharedRedisUrl, keyPrefix: single }),
+  sharding,
+  create: () => new RedisSource({ sharding, servers: sharedRedisUrl, keyPrefix: single }),
   shards: [5, 1341],
   largeBatch: 50_000,
   teardown: () => deletePrefix(sharedRedisUrl, single),
 })
 
 describeIdSource('RedisSource (three servers, round-robin)', {
+  sharding,
   create: () =>
-    new RedisSource({
-      layout: instagram,
-      servers: [sharedRedisUrl, urlOf(portA), urlOf(portB)],
-      keyPrefix: multi,
-      strategy: 'round-robin',
-      logicalShards: 2000,
-    }),
+    new RedisSource({ sharding, servers: urls(), keyPrefix: multi, strategy: 'round-robin' }),
   shards: [7, 1999],
   foreignShard: 2000,
-  teardown: async () => {
-    for (const url of [sharedRedisUrl, urlOf(portA), urlOf(portB)]) await deletePrefix(url, multi)
-  },
+  teardown: () => deletePrefix(sharedRedisUrl, multi),
 })

@@ -1,20 +1,20 @@
-import { instagram, SourceUnavailableError } from '@shardflake/core'
+import { SourceUnavailableError } from '@shardflake/core'
 import { Redis } from 'ioredis'
-import { afterAll, describe, expect, it } from 'vitest'
-import { ID_SCRIPT_SHA, RedisSource } from '../src'
-import { fakeClock } from './helpers'
-import { deletePrefix, extraPorts, startRedis, stopRedis, urlOf } from './redis-servers'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { RedisSource } from '../src'
+import { ID_SCRIPT_SHA } from '../src/script'
+import { fakeClock, sharding } from './helpers'
+import { runTag, startRedis, type ThrowawayServer } from './redis-servers'
 
-// This file owns the third extra server: it shuts it down and starts it again.
-const prefix = 'sf:redis:failover:'
-const [, portB, portC] = extraPorts() as [number, number, number]
-const stable = urlOf(portB)
-const victim = urlOf(portC)
+// Two throwaway servers: `victim` is shut down and started again, `stable` keeps running.
+const prefix = `sf:redis:failover:${runTag}:`
+let victim: ThrowawayServer
+let stable: ThrowawayServer
 const sources: RedisSource[] = []
 const open = (options: Partial<ConstructorParameters<typeof RedisSource>[0]> = {}) => {
   const source = new RedisSource({
-    layout: instagram,
-    servers: [victim, stable],
+    sharding,
+    servers: [victim.url, stable.url],
     keyPrefix: prefix,
     ...options,
   })
@@ -22,16 +22,19 @@ const open = (options: Partial<ConstructorParameters<typeof RedisSource>[0]> = {
   return source
 }
 
+beforeAll(async () => {
+  ;[victim, stable] = await Promise.all([startRedis(), startRedis()])
+})
+
 afterAll(async () => {
   await Promise.all(sources.map((source) => source.close()))
-  await deletePrefix(stable, prefix)
-  await deletePrefix(victim, prefix).catch(() => {})
+  await Promise.all([victim.stop(), stable.stop()])
 })
 
 describe('RedisSource failover and restarts', () => {
   it('reloads its script after SCRIPT FLUSH (NOSCRIPT)', async () => {
-    const source = open({ servers: victim, keyPrefix: `${prefix}script:` })
-    const admin = new Redis(victim)
+    const source = open({ servers: victim.url, keyPrefix: `${prefix}script:` })
+    const admin = new Redis(victim.url)
     const before = await source.nextIds(1, 10)
     await admin.script('FLUSH')
     expect(await admin.script('EXISTS', ID_SCRIPT_SHA)).toEqual([0])
@@ -61,7 +64,7 @@ describe('RedisSource failover and restarts', () => {
       }
     })
     while (served.length < 200 && !failed) await new Promise((resolve) => setTimeout(resolve, 5))
-    await stopRedis(portC)
+    await victim.kill('SIGTERM')
     stopped = true
     await Promise.all(callers)
 
@@ -76,31 +79,32 @@ describe('RedisSource failover and restarts', () => {
   })
 
   it('throws SourceUnavailableError when no server answers', async () => {
-    const source = open({ servers: victim, keyPrefix: `${prefix}down:` })
+    const source = open({ servers: victim.url, keyPrefix: `${prefix}down:` })
     const error = await source.nextId(4).catch((caught: unknown) => caught)
     expect(error).toBeInstanceOf(SourceUnavailableError)
     expect((error as SourceUnavailableError).code).toBe('SOURCE_UNAVAILABLE')
   })
 
   it('does not repeat IDs after a restart that lost all state, even within the same millisecond', async () => {
-    await startRedis(portC)
+    await victim.restart()
     const frozenAt = Date.now() + 60_000
     const first = fakeClock(frozenAt)
     const before = open({
-      servers: victim,
+      servers: victim.url,
       keyPrefix: `${prefix}restart:`,
+      maxDriftMs: 10,
       clock: first.read,
       sleep: first.sleep,
     })
     const issued = await before.nextIds(5, 12_000) // runs to maxDriftMs ahead of the clock
-    await stopRedis(portC)
-    await startRedis(portC)
+    await victim.restart()
     // A new process, nothing left in Redis, the server clock where it was before the restart
     // (a restart faster than maxDriftMs).
     const second = fakeClock(first.now)
     const after = open({
-      servers: victim,
+      servers: victim.url,
       keyPrefix: `${prefix}restart:`,
+      maxDriftMs: 10,
       clock: second.read,
       sleep: second.sleep,
     })
@@ -117,15 +121,14 @@ describe('RedisSource failover and restarts', () => {
   it('with floorOf, does not repeat IDs even when the clock also stepped back across the restart', async () => {
     const keyPrefix = `${prefix}floor:`
     const clock = fakeClock(Date.now() + 120_000)
-    const before = open({ servers: victim, keyPrefix, clock: clock.read, sleep: clock.sleep })
+    const options = { servers: victim.url, keyPrefix, maxDriftMs: 10 }
+    const before = open({ ...options, clock: clock.read, sleep: clock.sleep })
     const issued = await before.nextIds(6, 12_000)
-    await stopRedis(portC)
-    await startRedis(portC)
+    await victim.restart()
     const stepped = fakeClock(clock.now - 5)
     const stored = issued.at(-1)! // what the application's table holds for the shard
     const after = open({
-      servers: victim,
-      keyPrefix,
+      ...options,
       clock: stepped.read,
       sleep: stepped.sleep,
       floorOf: async (shard) => (shard === 6 ? stored : undefined),
@@ -139,12 +142,12 @@ describe('RedisSource failover and restarts', () => {
   it('without floorOf, a clock stepped back across a restart can repeat IDs (the documented limit)', async () => {
     const keyPrefix = `${prefix}nofloor:`
     const clock = fakeClock(Date.now() + 180_000)
-    const before = open({ servers: victim, keyPrefix, clock: clock.read, sleep: clock.sleep })
+    const options = { servers: victim.url, keyPrefix, maxDriftMs: 10 }
+    const before = open({ ...options, clock: clock.read, sleep: clock.sleep })
     const issued = await before.nextIds(7, 12_000)
-    await stopRedis(portC)
-    await startRedis(portC)
+    await victim.restart()
     const stepped = fakeClock(clock.now - 5)
-    const after = open({ servers: victim, keyPrefix, clock: stepped.read, sleep: stepped.sleep })
+    const after = open({ ...options, clock: stepped.read, sleep: stepped.sleep })
     const fresh = await after.nextIds(7, 12_000)
     expect(new Set([...issued, ...fresh]).size).toBeLessThan(24_000)
   })

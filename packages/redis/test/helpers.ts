@@ -1,4 +1,7 @@
-import type { Layout } from '@shardflake/core'
+import { defineSharding, instagram, type Layout } from '@shardflake/core'
+
+/** The sharding most tests use. */
+export const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 
 /** An injectable clock and a sleep that advances it (the script then uses this time, not TIME). */
 export function fakeClock(start: number) {

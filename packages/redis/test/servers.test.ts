@@ -1,16 +1,28 @@
-import { ConfigurationError, defineLayout, instagram } from '@shardflake/core'
-import { afterAll, describe, expect, it } from 'vitest'
+import {
+  ConfigurationError,
+  defineLayout,
+  defineSharding,
+  instagram,
+  ShardingMismatchError,
+} from '@shardflake/core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { RedisSource } from '../src'
-import { fakeClock, perTick } from './helpers'
-import { deletePrefix, extraPorts, sharedRedisUrl, urlOf } from './redis-servers'
+import { fakeClock, perTick, sharding } from './helpers'
+import {
+  deletePrefix,
+  runTag,
+  sharedRedisUrl,
+  startRedis,
+  type ThrowawayServer,
+} from './redis-servers'
 
-const prefix = 'sf:redis:servers:'
-const [portA, portB] = extraPorts() as [number, number]
-const urls = [sharedRedisUrl, urlOf(portA), urlOf(portB)]
+const prefix = `sf:redis:servers:${runTag}:`
+let throwaway: ThrowawayServer[] = []
+let urls: string[] = []
 const sources: RedisSource[] = []
 const open = (options: Partial<ConstructorParameters<typeof RedisSource>[0]> = {}) => {
   const source = new RedisSource({
-    layout: instagram,
+    sharding,
     servers: urls,
     keyPrefix: prefix,
     ...options,
@@ -19,9 +31,15 @@ const open = (options: Partial<ConstructorParameters<typeof RedisSource>[0]> = {
   return source
 }
 
+beforeAll(async () => {
+  throwaway = await Promise.all([startRedis(), startRedis()])
+  urls = [sharedRedisUrl, ...throwaway.map((server) => server.url)]
+})
+
 afterAll(async () => {
   await Promise.all(sources.map((source) => source.close()))
-  for (const url of urls) await deletePrefix(url, prefix)
+  await deletePrefix(sharedRedisUrl, prefix)
+  await Promise.all(throwaway.map((server) => server.stop()))
 })
 
 describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', () => {
@@ -96,7 +114,11 @@ describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', (
       workerBits: 2,
       sequenceBits: 10,
     })
-    const source = open({ layout, keyPrefix: `${prefix}workers:`, strategy: 'round-robin' })
+    const source = open({
+      sharding: defineSharding({ layout, logicalShards: 2000 }),
+      keyPrefix: `${prefix}workers:`,
+      strategy: 'round-robin',
+    })
     const ids: bigint[] = []
     const servers: string[] = []
     for (let i = 0; i < 6; i++) {
@@ -111,23 +133,29 @@ describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', (
     for (const url of urls) await deletePrefix(url, `${prefix}workers:`)
   })
 
-  it('refuses to share a prefix with another server order or another layout', async () => {
+  it('refuses to share a prefix with another server order, drift, layout or logicalShards', async () => {
     await open().nextId(16)
     const reordered = open({ servers: [urls[1]!, urls[0]!, urls[2]!] })
     await expect(reordered.nextId(16)).rejects.toBeInstanceOf(ConfigurationError)
-    const otherEpoch = open({
-      layout: defineLayout({ epoch: '2020-01-01', timeBits: 41, shardBits: 13, sequenceBits: 10 }),
-    })
-    await expect(otherEpoch.nextId(16)).rejects.toBeInstanceOf(ConfigurationError)
     const otherDrift = open({ maxDriftMs: 50 })
     await expect(otherDrift.nextId(16)).rejects.toMatchObject({ code: 'CONFIGURATION' })
-  })
-
-  it('refuses a logicalShards outside 1 .. the layout shard count', () => {
-    for (const logicalShards of [0, 8193, 1.5]) {
-      expect(() => new RedisSource({ layout: instagram, servers: urls, logicalShards })).toThrow(
-        ConfigurationError,
-      )
-    }
+    const otherEpoch = open({
+      sharding: defineSharding({
+        layout: defineLayout({
+          epoch: '2020-01-01',
+          timeBits: 41,
+          shardBits: 13,
+          sequenceBits: 10,
+        }),
+        logicalShards: 2000,
+      }),
+    })
+    await expect(otherEpoch.nextId(16)).rejects.toBeInstanceOf(ShardingMismatchError)
+    const otherCount = open({
+      sharding: defineSharding({ layout: instagram, logicalShards: 1024 }),
+    })
+    const error = await otherCount.nextId(16).catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(ShardingMismatchError)
+    expect((error as ShardingMismatchError).message).toContain('logicalShards 2000')
   })
 })
