@@ -6,6 +6,7 @@ import {
 } from '@shardflake/core'
 import { Command, CommanderError } from 'commander'
 import { type CliIo, processIo } from './cli-io'
+import { registerLeasesCommand } from './commands/leases'
 import { registerMysqlCommands } from './commands/mysql'
 import { registerPostgresCommands } from './commands/postgres'
 import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
@@ -87,6 +88,7 @@ export function createProgram(io: CliIo = processIo): Command {
   // database commands
   registerPostgresCommands({ sql, install, move }, io)
   registerMysqlCommands({ sql, install, move }, io)
+  registerLeasesCommand(program, io)
   void sql
   void install
 
