@@ -1,5 +1,5 @@
 /**
- * Seed 001's experiment, redone on TypeORM: insert N posts one `save()` at a time (or in batches),
+ * The stored-procedure ID experiment, redone on TypeORM: insert N posts one `save()` at a time (or in batches),
  * once into a table whose key comes from shardflake before the INSERT and once into an
  * AUTO_INCREMENT table of the same shape, and compare. Each table grows from empty to N rows in
  * `--rounds` alternating rounds (which table goes first alternates); throughput is the median of

@@ -4,13 +4,10 @@
  */
 import 'reflect-metadata'
 import { loadavg } from 'node:os'
-import { type IdSource, InProcessSource, instagram } from '@shardflake/core'
-import { createMysqlPool, detectDialect, installMysqlShards, MysqlSource } from '@shardflake/mysql'
-import { useShardedIds } from '@shardflake/typeorm'
-import mysql, { type RowDataPacket } from 'mysql2/promise'
-import pg from 'pg'
+import type { IdSource } from '@shardflake/core'
+import { shardedIds } from '@shardflake/typeorm'
 import { DataSource, type DataSourceOptions, type EntityTarget, type ObjectLiteral } from 'typeorm'
-import { AutoPost, InProcessPost, PrefetchedPost, ShardedPost } from './entities.ts'
+import { setupMysql, setupPostgres } from './setup.ts'
 
 interface Variant {
   name: string
@@ -20,7 +17,7 @@ interface Variant {
   dataSource: DataSource
 }
 
-interface Keyed {
+export interface Keyed {
   name: string
   entity: EntityTarget<ObjectLiteral>
   table: string
@@ -113,7 +110,7 @@ export async function runBenchmark(options: Partial<BenchmarkConfig> = {}): Prom
       synchronize: true,
       dropSchema: i === 0,
     } as DataSourceOptions)
-    useShardedIds(dataSource, { source: variant.source! })
+    shardedIds(dataSource, { source: variant.source! })
     await dataSource.initialize()
     if (i === 0) variants.push({ ...baseline!, dataSource })
     variants.push({ ...variant, dataSource })
@@ -218,86 +215,6 @@ async function tableSize(db: BenchmarkConfig['db'], dataSource: DataSource, tabl
     table,
   ])
   return { tableBytes: Number(row.t), indexBytes: Number(row.i) }
-}
-
-async function setupMysql(config: BenchmarkConfig) {
-  const { database, logicalShards, prefetch, maxAgeMs, inProcess } = config
-  const url = new URL(process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test')
-  const admin = await mysql.createConnection({ uri: url.toString() })
-  await admin.query(`DROP DATABASE IF EXISTS ${database}`)
-  await admin.query(`CREATE DATABASE ${database}`)
-  await admin.end()
-  url.pathname = `/${database}`
-  const pool = await createMysqlPool({ uri: url.toString(), connectionLimit: 4 })
-  const dialect = await detectDialect(pool)
-  const shards = Array.from({ length: logicalShards }, (_, i) => i)
-  const schemaPrefix = `${database}_s`
-  await installMysqlShards(pool, { layout: instagram, shards, schemaPrefix, logicalShards })
-  const [versions] = await pool.query<RowDataPacket[]>('SELECT VERSION() AS v')
-  const common = { layout: instagram, shards, schemaPrefix, logicalShards, endPools: true }
-  // Every ID a round trip: reserve_ids(n) on the source's own pool, next to the save's transaction.
-  const plain: IdSource = new MysqlSource({ ...common, pool })
-  const variants: Keyed[] = [
-    { name: 'AUTO_INCREMENT', entity: AutoPost, table: 'posts_auto' },
-    {
-      name: '@ShardedId (MysqlSource)',
-      entity: ShardedPost,
-      table: 'posts_sharded',
-      source: plain,
-    },
-  ]
-  if (prefetch > 0) {
-    // The same routines, `prefetch.size` IDs per round trip per shard, handed out from memory.
-    const buffered: IdSource = new MysqlSource({
-      ...common,
-      pool: await createMysqlPool({ uri: url.toString(), connectionLimit: 4 }),
-      prefetch: { size: prefetch, maxAgeMs },
-    })
-    variants.push({
-      name: `@ShardedId (MysqlSource, prefetch ${prefetch})`,
-      entity: PrefetchedPost,
-      table: 'posts_sharded_prefetch',
-      source: buffered,
-    })
-  }
-  if (inProcess) {
-    variants.push({
-      name: '@ShardedId (InProcessSource)',
-      entity: InProcessPost,
-      table: 'posts_sharded_inproc',
-      source: new InProcessSource({ layout: instagram, shards: 'all', logicalShards }),
-    })
-  }
-  return {
-    server: `${dialect === 'mariadb' ? 'MariaDB' : 'MySQL'} ${String(versions[0]?.v)}`,
-    options: { type: dialect === 'mariadb' ? 'mariadb' : 'mysql', url: url.toString() } as const,
-    variants,
-    close: async () => {
-      for (const variant of variants) await variant.source?.close?.()
-    },
-  }
-}
-
-async function setupPostgres(config: BenchmarkConfig) {
-  const { database, logicalShards } = config
-  const url = new URL(process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
-  const admin = new pg.Client({ connectionString: url.toString() })
-  await admin.connect()
-  await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-  await admin.query(`CREATE DATABASE ${database}`)
-  const { rows } = await admin.query('SHOW server_version')
-  await admin.end()
-  url.pathname = `/${database}`
-  const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
-  return {
-    server: `PostgreSQL ${rows[0].server_version}`,
-    options: { type: 'postgres', url: url.toString() } as const,
-    variants: [
-      { name: 'identity (bigserial)', entity: AutoPost, table: 'posts_auto' },
-      { name: '@ShardedId (InProcessSource)', entity: ShardedPost, table: 'posts_sharded', source },
-    ] satisfies Keyed[],
-    close: async () => {},
-  }
 }
 
 export function shardOfUser(userId: string, logicalShards: number): number {

@@ -4,12 +4,15 @@
  * database (AUTO_INCREMENT on MySQL/MariaDB, an identity sequence on PostgreSQL).
  */
 import { ShardedId } from '@shardflake/typeorm'
-import { Column, Entity, Index, PrimaryGeneratedColumn } from 'typeorm'
+import { Column, Entity, Index, JoinColumn, ManyToOne, PrimaryGeneratedColumn } from 'typeorm'
 
 @Entity('posts_sharded')
 @Index(['userId'])
 export class ShardedPost {
-  /** On the shard of its author (`user_id % logicalShards`), assigned before the INSERT. */
+  /**
+   * On the shard of its author (`user_id % logicalShards`: the user number is a plain key here,
+   * users are not sharded rows), assigned before the INSERT.
+   */
   @ShardedId<ShardedPost>({ shardBy: 'userId' })
   id?: string
 
@@ -59,4 +62,18 @@ export class InProcessPost {
 
   @Column({ type: 'varchar', length: 200 })
   title!: string
+}
+
+/** A comment on a sharded post, on the post's shard: `sameShardAs` the post relation. */
+@Entity('comments_sharded')
+export class ShardedComment {
+  @ShardedId<ShardedComment>({ sameShardAs: 'post' })
+  id?: string
+
+  @ManyToOne(() => ShardedPost, { cascade: ['insert'] })
+  @JoinColumn({ name: 'post_id' })
+  post!: ShardedPost
+
+  @Column({ type: 'varchar', length: 200 })
+  body!: string
 }

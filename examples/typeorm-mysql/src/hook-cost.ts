@@ -9,37 +9,48 @@
  * database source with a prefetch buffer costs when the buffer holds the IDs).
  */
 import 'reflect-metadata'
-import { type IdSource, InProcessSource, instagram, PrefetchSource } from '@shardflake/core'
-import { ShardedIdSubscriber } from '@shardflake/typeorm'
+import { type IdSource, InProcessSource, PrefetchSource } from '@shardflake/core'
+import { shardedIds } from '@shardflake/typeorm'
 import { DataSource, type InsertEvent, type ObjectLiteral } from 'typeorm'
+import { userIds } from './benchmark.ts'
 import { ShardedPost } from './entities.ts'
+import { shardingOf } from './setup.ts'
 
 const url = new URL(process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test')
-const dataSource = new DataSource({
-  type: 'postgres',
-  url: url.toString(),
-  entities: [ShardedPost],
-})
-await dataSource.initialize()
-const metadata = dataSource.getMetadata(ShardedPost)
-const logicalShards = 16
-const users = Array.from({ length: 1000 }, (_, i) => String(1801 + i * 7919))
+const sharding = shardingOf({ logicalShards: 16 })
+const users = userIds(1000)
 
-const inProcess = () => new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+const inProcess = () => new InProcessSource({ sharding, shards: 'all' })
 const asAsync = (inner: IdSource): IdSource => ({
-  layout: inner.layout,
-  logicalShards: inner.logicalShards,
+  sharding: inner.sharding,
   synchronous: false,
   nextId: async (shard) => inner.nextId(shard),
   nextIds: async (shard, count) => inner.nextIds(shard, count),
+  close: () => inner.close(),
 })
 const sources: [string, () => IdSource][] = [
   ['InProcessSource', inProcess],
   ['PrefetchSource (buffer hits)', () => new PrefetchSource(asAsync(inProcess()), { size: 1000 })],
 ]
 
+/** An initialized DataSource for the posts table, with shardflake when a source is given. */
+async function open(source?: IdSource) {
+  const dataSource = new DataSource({
+    type: 'postgres',
+    url: url.toString(),
+    entities: [ShardedPost],
+  })
+  const subscriber = source ? shardedIds(dataSource, { source }) : undefined
+  await dataSource.initialize()
+  return { dataSource, subscriber, metadata: dataSource.getMetadata(ShardedPost) }
+}
+
 /** µs per call of `rows` rows, the median of 5 timings of `calls` calls. */
-async function perCall(subscriber: ShardedIdSubscriber | undefined, rows: number, calls: number) {
+async function perCall(
+  { dataSource, subscriber, metadata }: Awaited<ReturnType<typeof open>>,
+  rows: number,
+  calls: number,
+) {
   const timings: number[] = []
   let user = 0
   for (let run = 0; run < 5; run++) {
@@ -63,13 +74,17 @@ console.log('| source | rows per call | hook µs per call | µs per row |')
 console.log('|---|---:|---:|---:|')
 for (const rows of [1, 1000]) {
   const calls = rows === 1 ? 20_000 : 200
-  const empty = await perCall(undefined, rows, calls)
+  const bare = await open()
+  const empty = await perCall(bare, rows, calls)
+  await bare.dataSource.destroy()
   console.log(`| (no hook: the loop alone) | ${rows} | ${empty.toFixed(2)} | |`)
   for (const [name, make] of sources) {
-    const subscriber = new ShardedIdSubscriber({ source: make() })
-    await perCall(subscriber, rows, calls) // warm-up
-    const cost = (await perCall(subscriber, rows, calls)) - empty
+    const source = make()
+    const opened = await open(source)
+    await perCall(opened, rows, calls) // warm-up
+    const cost = (await perCall(opened, rows, calls)) - empty
     console.log(`| ${name} | ${rows} | ${cost.toFixed(2)} | ${(cost / rows).toFixed(3)} |`)
+    await opened.dataSource.destroy()
+    await source.close()
   }
 }
-await dataSource.destroy()

@@ -1,16 +1,22 @@
 /**
- * The benchmark, run small on both servers: every table ends with the rows it was given, and on
- * the sharded tables every key is distinct and on its author's shard, checked through raw SQL.
+ * The benchmark and the threads, run small on both servers, checked through raw SQL: every
+ * table ends with the rows it was given; on the sharded tables every key is distinct and on its
+ * author's shard; every comment's ID decodes to the shard its post's ID decodes to.
  */
-import { instagram } from '@shardflake/core'
+import { randomBytes } from 'node:crypto'
 import mysql, { type RowDataPacket } from 'mysql2/promise'
 import pg from 'pg'
 import { describe, expect, it } from 'vitest'
 import { type BenchmarkConfig, runBenchmark } from '../src/benchmark.ts'
+import { shardingOf } from '../src/setup.ts'
+import { writeThreads } from '../src/threads.ts'
 
 const logicalShards = 16
+const sharding = shardingOf({ logicalShards })
+/** Per run, so two runs on one server never meet. */
+const tag = `${process.pid}_${randomBytes(3).toString('hex')}`
 
-async function rowsOf(db: BenchmarkConfig['db'], database: string, table: string) {
+async function query(db: BenchmarkConfig['db'], database: string, sql: string) {
   if (db === 'mysql') {
     const connection = await mysql.createConnection({
       uri: `${process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'}`.replace(
@@ -21,10 +27,8 @@ async function rowsOf(db: BenchmarkConfig['db'], database: string, table: string
       bigNumberStrings: true,
     })
     try {
-      const [rows] = await connection.query<RowDataPacket[]>(
-        `SELECT CAST(id AS CHAR) AS id, CAST(user_id AS CHAR) AS user_id FROM ${table}`,
-      )
-      return rows.map((row) => ({ id: String(row.id), userId: String(row.user_id) }))
+      const [rows] = await connection.query<RowDataPacket[]>(sql)
+      return rows as Record<string, unknown>[]
     } finally {
       await connection.end()
     }
@@ -34,13 +38,15 @@ async function rowsOf(db: BenchmarkConfig['db'], database: string, table: string
   const client = new pg.Client({ connectionString: url.toString() })
   await client.connect()
   try {
-    const { rows } = await client.query(
-      `SELECT id::text AS id, user_id::text AS user_id FROM ${table}`,
-    )
-    return rows.map((row) => ({ id: String(row.id), userId: String(row.user_id) }))
+    return (await client.query(sql)).rows as Record<string, unknown>[]
   } finally {
     await client.end()
   }
+}
+
+async function rowsOf(db: BenchmarkConfig['db'], database: string, table: string) {
+  const rows = await query(db, database, `SELECT id, user_id FROM ${table}`)
+  return rows.map((row) => ({ id: String(row.id), userId: String(row.user_id) }))
 }
 
 describe.each([
@@ -53,7 +59,7 @@ describe.each([
   { db: 'postgres' as const, batch: 7, sort: true, tables: ['posts_auto', 'posts_sharded'] },
 ])('the benchmark on $db, $batch rows per save()', ({ db, batch, sort, tables }) => {
   it('writes every row, keys on the author’s shard, and reports every table against the baseline', async () => {
-    const database = `sf_typeorm_example_test_${db === 'mysql' ? 'my' : 'pg'}`
+    const database = `sf_typeorm_example_${db === 'mysql' ? 'my' : 'pg'}_${tag}`
     const report = await runBenchmark({
       db,
       counts: [60],
@@ -82,8 +88,29 @@ describe.each([
       expect(new Set(rows.map((row) => row.id)).size).toBe(60)
       if (table === 'posts_auto') continue
       for (const row of rows) {
-        expect(instagram.shardOf(row.id)).toBe(Number(BigInt(row.userId) % BigInt(logicalShards)))
+        expect(sharding.shardOfId(row.id)).toBe(sharding.shardForKey(row.userId))
       }
     }
+  })
+})
+
+describe.each(['mysql', 'postgres'] as const)('threads on %s', (db) => {
+  it('puts every comment on its post’s shard: both IDs decode to the shard of the author', async () => {
+    const database = `sf_typeorm_threads_${db === 'mysql' ? 'my' : 'pg'}_${tag}`
+    await writeThreads({ db, database, users: 10, logicalShards }, 12)
+    const rows = await query(
+      db,
+      database,
+      'SELECT c.id, c.post_id, c.body, p.user_id FROM comments_sharded c JOIN posts_sharded p ON p.id = c.post_id',
+    )
+    expect(rows).toHaveLength(12 * 4)
+    const shards = new Set<number>()
+    for (const row of rows) {
+      const shard = sharding.shardOfId(String(row.id))
+      expect(shard).toBe(sharding.shardOfId(String(row.post_id)))
+      expect(shard).toBe(sharding.shardForKey(String(row.user_id)))
+      shards.add(shard)
+    }
+    expect(shards.size).toBeGreaterThan(1)
   })
 })
