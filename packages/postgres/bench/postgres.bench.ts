@@ -13,7 +13,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { instagram } from '@shardflake/core'
+import { defineSharding, instagram } from '@shardflake/core'
 import { installPostgres } from '@shardflake/postgres'
 import pg from 'pg'
 
@@ -40,7 +40,10 @@ const pool = new pg.Pool({ connectionString: url.toString(), max: 2 })
 // An idle connection terminated from outside must not crash the run.
 pool.on('error', () => undefined)
 admin.on('error', () => undefined)
-await installPostgres(pool, { layout: instagram, shards: [5] })
+await installPostgres(pool, {
+  sharding: defineSharding({ layout: instagram, logicalShards: 2000 }),
+  shards: [5],
+})
 await pool.query(`
   CREATE SEQUENCE bench_seq;
   CREATE TABLE t_serial (id bigserial PRIMARY KEY, payload int NOT NULL);

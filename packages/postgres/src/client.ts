@@ -21,10 +21,20 @@ interface ScriptClient extends SqlClient {
   exec(script: string): Promise<unknown>
 }
 
-/** A pg.Pool-like client: `connect()` lends a client that must be released. */
-interface PoolLike extends SqlClient {
-  connect(): Promise<SqlClient & { release(error?: Error | boolean): void }>
+/** A connection lent by a pool: node-postgres' `PoolClient`. @internal */
+export interface PooledConnection extends SqlClient {
+  release(error?: Error | boolean): void
+  /** The server process of the connection (node-postgres sets it once connected). */
+  readonly processID?: number | null
+  on?(event: 'end' | 'error', listener: () => void): unknown
+  off?(event: 'end' | 'error', listener: () => void): unknown
+}
+
+/** A pg.Pool-like client: `connect()` lends a client that must be released. @internal */
+export interface PoolLike extends SqlClient {
+  connect(): Promise<PooledConnection>
   readonly idleCount: number
+  end?(): Promise<void>
 }
 
 /** One connection for a run of statements (a transaction), and how to give it back. @internal */
@@ -39,7 +49,8 @@ function hasExec(client: SqlClient): client is ScriptClient {
   return typeof (client as Partial<ScriptClient>).exec === 'function'
 }
 
-function isPool(client: SqlClient): client is PoolLike {
+/** True for a pg.Pool-like client. @internal */
+export function isPool(client: SqlClient): client is PoolLike {
   return (
     typeof (client as Partial<PoolLike>).connect === 'function' &&
     typeof (client as Partial<PoolLike>).idleCount === 'number'

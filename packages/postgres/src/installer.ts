@@ -1,13 +1,20 @@
 import {
   ConfigurationError,
   defineLayout,
+  defineSharding,
   type FieldName,
+  formatShardList,
+  InvalidArgumentError,
   type Layout,
-  LayoutMismatchError,
   readShardList,
+  ShardflakeError,
+  type Sharding,
+  type ShardingDescription,
   type ShardList,
+  ShardMovedError,
 } from '@shardflake/core'
 import { openSession, type Session, type SqlClient } from './client'
+import { translatePostgresError } from './errors'
 import { quoteIdent } from './identifiers'
 import {
   commonSql,
@@ -29,7 +36,7 @@ export interface InstallProgress {
 
 /** What {@link installPostgres} takes. */
 export interface InstallOptions extends PostgresSqlOptions {
-  /** The logical shards this database holds: a list, `{ from, to }` or `"0-99,200"`. */
+  /** The logical shards this database holds: `'all'`, a list, `{ from, to }` or `"0-99,200"`. */
   shards: ShardList
   /** Called after each shard (for a progress bar). */
   onProgress?: (progress: InstallProgress) => void
@@ -41,35 +48,45 @@ export interface InstallOptions extends PostgresSqlOptions {
   shardsPerTransaction?: number
 }
 
-/** What {@link installPostgres} did. */
+/** What {@link installPostgres} did (the same shape as `installMysql`'s). */
 export interface InstallResult {
-  layout: Layout
+  /** The sharding recorded in the database. */
+  sharding: ShardingDescription
   /** The shards installed or upgraded, ascending. */
   shards: number[]
-  /** The common schema. */
-  schema: string
+  /** The shards that were not installed before. */
+  created: number[]
+  /** The shards that were installed already (functions replaced, sequences kept). */
+  updated: number[]
+  dialect: 'postgres'
 }
 
 /**
  * Installs (or upgrades, idempotently) the common objects and the `next_id()` of each logical
- * shard on one database. Records the layout and the shards in `<schema>.layout` and
- * `<schema>.shards`; refuses a different layout over the recorded one.
+ * shard on one database. Records the sharding (layout and `logicalShards`) and the shards in
+ * `<schema>.layout` and `<schema>.shards`. Everything is checked before anything is created: the
+ * layout must still be able to make IDs, every shard must be one of the logical shards, names must
+ * be plain identifiers, and a sharding recorded in the database must be this one.
  *
  * Accepts a `pg.Pool` (one connection is used), a `pg.Client` or a PGlite instance.
  *
- * @throws LayoutMismatchError when the database already holds another layout.
- * @throws ConfigurationError when a shard is already installed under another schema name, or was
- *   moved away from this database ({@link moveShards}; SQLSTATE `SF005` from the raw script): its
- *   sequence there is fenced, and only moving it back lifts the fence.
+ * @throws ConfigurationError when `sharding` is missing (it names `logicalShards`), or a shard is
+ *   already installed under another schema name.
+ * @throws TimeExhaustedError when the layout's time field is used up.
+ * @throws ShardOutOfRangeError for a shard outside the logical shards (checked before expanding).
+ * @throws ShardingMismatchError when the database records another layout or `logicalShards`.
+ * @throws ShardMovedError when a shard was moved away from this database ({@link movePostgresShards}):
+ *   its sequence there is fenced, and only moving it back lifts the fence.
  * @example
  * ```ts
  * import pg from 'pg'
- * import { instagram } from '@shardflake/core'
+ * import { defineSharding, instagram } from '@shardflake/core'
  * import { installPostgres } from '@shardflake/postgres'
  *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
  * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL })
  * await installPostgres(pool, {
- *   layout: instagram,
+ *   sharding,
  *   shards: '0-999',
  *   onProgress: ({ done, total }) => console.error(`${done}/${total}`),
  * })
@@ -80,12 +97,19 @@ export async function installPostgres(
   options: InstallOptions,
 ): Promise<InstallResult> {
   const resolved = resolveSqlOptions(options)
-  const shards = readShardList(options.shards, resolved.layout)
+  resolved.layout.checkGenerating()
+  const shards = readShardList(options.shards, resolved.sharding)
   const perTransaction = options.shardsPerTransaction ?? 50
+  if (!Number.isSafeInteger(perTransaction) || perTransaction < 1 || perTransaction > 10_000) {
+    throw new InvalidArgumentError(
+      `shardsPerTransaction must be an integer from 1 to 10000, got ${String(perTransaction)}.`,
+    )
+  }
   const session = await openSession(client)
   try {
-    const installed = await readLayoutFrom(session, resolved.schema)
-    if (installed && !installed.equals(resolved.layout)) throw mismatch(resolved, installed)
+    const installed = await readShardingFrom(session.query, resolved.schema)
+    if (installed) checkInstalled(resolved.sharding, installed)
+    const existing = installed ? await readRecordedShards(session, resolved, shards) : new Set()
     await transaction(session, resolved, commonSql(resolved))
     let done = 0
     for (let i = 0; i < shards.length; i += perTransaction) {
@@ -101,11 +125,48 @@ export async function installPostgres(
       }
     }
     session.release()
-    return { layout: resolved.layout, shards, schema: resolved.schema }
+    return {
+      sharding: resolved.sharding.toJSON(),
+      shards,
+      created: shards.filter((shard) => !existing.has(shard)),
+      updated: shards.filter((shard) => existing.has(shard)),
+      dialect: 'postgres',
+    }
   } catch (error) {
     session.release(error instanceof Error ? error : undefined)
     throw translate(error)
   }
+}
+
+/**
+ * The shards of the list already recorded here; refuses, before anything is created, one recorded
+ * under another schema name or moved away from this database.
+ */
+async function readRecordedShards(
+  session: Session,
+  o: ResolvedSqlOptions,
+  shards: number[],
+): Promise<Set<number>> {
+  const rows = await session.query(
+    `SELECT s.shard, s.schema_name, to_jsonb(s) ->> 'retired_at' AS retired_at, to_jsonb(s) ->> 'moved_to' AS moved_to
+     FROM ${quoteIdent('schema', o.schema)}.shards AS s WHERE s.shard = ANY($1::integer[])`,
+    [shards],
+  )
+  const taken = rows.filter((row) => row.schema_name !== `${o.schemaPrefix}${String(row.shard)}`)
+  if (taken.length > 0) {
+    throw new ConfigurationError(
+      `Logical shard(s) ${taken.map((row) => `${String(row.shard)} already installed in schema ${String(row.schema_name)}`).join(', ')}, not under prefix ${o.schemaPrefix}: one shard must have one source. Nothing was changed.`,
+    )
+  }
+  const moved = rows.filter((row) => row.retired_at != null)
+  if (moved.length > 0) {
+    const first = moved[0]!
+    throw new ShardMovedError(
+      Number(first.shard),
+      `Logical shard(s) ${formatShardList(moved.map((row) => Number(row.shard)))} moved from this database to another one${first.moved_to ? ` (${String(first.moved_to)})` : ''}: installing them here again would issue IDs the new home issues too. To bring a shard back, move it back (movePostgresShards). Nothing was changed.`,
+    )
+  }
+  return new Set(rows.map((row) => Number(row.shard)))
 }
 
 /** Runs a script in one short transaction, serialised with other installers of the schema. @internal */
@@ -122,42 +183,57 @@ export async function transaction(session: Session, o: ResolvedSqlOptions, scrip
   }
 }
 
-/** A layout in one line, for error messages. @internal */
-export function describeLayout(layout: Layout): string {
-  return `${JSON.stringify(layout.name)} (epoch ${new Date(layout.epoch).toISOString()}, time/shard/worker/sequence ${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, ${layout.timeUnitMs} ms unit, order ${layout.order.join(',')})`
+/** What a database records of its sharding; `logicalShards` is null for an installation from before it was recorded. @internal */
+export interface InstalledSharding {
+  layout: Layout
+  logicalShards: number | null
+  /** `database "name"`, for messages. */
+  database: string
 }
 
-function mismatch(o: ResolvedSqlOptions, installed: Layout): LayoutMismatchError {
-  return new LayoutMismatchError(
-    `Schema ${JSON.stringify(o.schema)} already holds layout ${describeLayout(installed)}; refusing to install layout ${describeLayout(o.layout)} over it: IDs would lose their order and could repeat. Use the installed layout, or another schema (option schema) in another database.`,
+/**
+ * Throws unless what the database records is `sharding`: the same layout and, when recorded, the
+ * same `logicalShards`.
+ * @throws ShardingMismatchError @internal
+ */
+export function checkInstalled(sharding: Sharding, installed: InstalledSharding): void {
+  sharding.checkSame(
+    {
+      layout: installed.layout.toJSON(),
+      logicalShards: installed.logicalShards ?? sharding.logicalShards,
+    },
+    installed.database,
   )
 }
 
-/** shardflake's SQLSTATEs as typed errors; anything else unchanged. @internal */
-export function translate(error: unknown): unknown {
-  const code = (error as { code?: unknown } | undefined)?.code
-  const message = error instanceof Error ? error.message : String(error)
-  if (code === 'SF002') return new LayoutMismatchError(message.replace(/^shardflake: /, ''))
-  if (code === 'SF003' || code === 'SF005') {
-    return new ConfigurationError(message.replace(/^shardflake: /, ''))
-  }
-  return error
+/** Every failure of an install or a move as a typed error. @internal */
+export function translate(error: unknown, what = 'installPostgres'): ShardflakeError {
+  return translatePostgresError(error, { what })
 }
 
-/** The layout recorded in a schema, read on an open session. @internal */
-export async function readLayoutFrom(
-  session: Session,
+/**
+ * The sharding recorded in a schema, in one query (`undefined` when nothing is installed there).
+ * @internal
+ */
+export async function readShardingFrom(
+  query: (text: string, params?: unknown[]) => Promise<Record<string, unknown>[]>,
   schema: string,
-): Promise<Layout | undefined> {
-  const [exists] = await session.query('SELECT to_regclass($1) IS NOT NULL AS present', [
-    `${quoteIdent('schema', schema)}.layout`,
-  ])
-  if (!exists?.present) return undefined
-  const [row] = await session.query(
-    `SELECT name, epoch_ms::text AS epoch, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, (description->>'allowSignBit')::boolean AS allow_sign_bit FROM ${quoteIdent('schema', schema)}.layout`,
-  )
+): Promise<InstalledSharding | undefined> {
+  let rows: Record<string, unknown>[]
+  try {
+    rows = await query(
+      `SELECT current_database() AS db, name, epoch_ms::text AS epoch, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, (description->>'allowSignBit')::boolean AS allow_sign_bit, to_jsonb(l) -> 'logical_shards' AS logical_shards FROM ${quoteIdent('schema', schema)}.layout AS l`,
+    )
+  } catch (error) {
+    // 3F000 invalid_schema_name, 42P01 undefined_table: nothing installed in this schema.
+    const own = error as { code?: unknown; cause?: { code?: unknown } } | undefined
+    const code = own instanceof ShardflakeError ? own.cause?.code : own?.code
+    if (code === '3F000' || code === '42P01') return undefined
+    throw error
+  }
+  const row = rows[0]
   if (!row) return undefined
-  return defineLayout({
+  const layout = defineLayout({
     name: String(row.name),
     epoch: Number(row.epoch),
     timeUnitMs: Number(row.time_unit_ms),
@@ -168,23 +244,39 @@ export async function readLayoutFrom(
     order: String(row.field_order).split(',') as FieldName[],
     allowSignBit: row.allow_sign_bit === true,
   })
+  const logical = row.logical_shards
+  return {
+    layout,
+    logicalShards: logical == null ? null : Number(logical),
+    database: `database ${JSON.stringify(String(row.db))}`,
+  }
 }
 
 /**
- * The layout recorded in a database by {@link installPostgres}, or `undefined` when none is.
+ * The sharding recorded in a database by {@link installPostgres}, or `undefined` when nothing is
+ * installed there.
+ * @throws ConfigurationError when the installation records a layout but no `logicalShards`
+ *   (installed before it was recorded: run `installPostgres` again with your sharding).
  * @example
  * ```ts
- * const layout = await readInstalledLayout(pool)
- * if (layout && !layout.equals(instagram)) throw new Error('wrong layout')
+ * const installed = await readInstalledSharding(pool)
+ * if (installed && !installed.equals(sharding)) throw new Error('another sharding')
  * ```
  */
-export async function readInstalledLayout(
+export async function readInstalledSharding(
   client: SqlClient,
   options: { schema?: string } = {},
-): Promise<Layout | undefined> {
+): Promise<Sharding | undefined> {
   const session = await openSession(client)
   try {
-    return await readLayoutFrom(session, options.schema ?? 'shardflake')
+    const installed = await readShardingFrom(session.query, options.schema ?? 'shardflake')
+    if (!installed) return undefined
+    if (installed.logicalShards === null) {
+      throw new ConfigurationError(
+        `The ${installed.database} records layout ${JSON.stringify(installed.layout.name)} but no logicalShards: run installPostgres there again with your sharding to record it.`,
+      )
+    }
+    return defineSharding({ layout: installed.layout, logicalShards: installed.logicalShards })
   } finally {
     session.release()
   }
@@ -192,7 +284,7 @@ export async function readInstalledLayout(
 
 /**
  * The logical shards recorded in a database by {@link installPostgres}, ascending: those it
- * serves, without the shards moved away from it ({@link moveShards}) unless `includeRetired`.
+ * serves, without the shards moved away from it ({@link movePostgresShards}) unless `includeRetired`.
  * @example
  * ```ts
  * const served = await readInstalledShards(pool) // [0, 1, ..., 999]

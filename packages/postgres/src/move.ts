@@ -2,16 +2,16 @@ import {
   ConfigurationError,
   formatShardList,
   InvalidArgumentError,
-  type Layout,
-  LayoutMismatchError,
+  LockTimeoutError,
   readShardList,
   ShardflakeError,
+  type ShardingDescription,
   type ShardList,
   SourceUnavailableError,
 } from '@shardflake/core'
 import { openSession, type Session, type SqlClient } from './client'
 import { quoteIdent } from './identifiers'
-import { describeLayout, readLayoutFrom, transaction, translate } from './installer'
+import { checkInstalled, readShardingFrom, transaction, translate } from './installer'
 import {
   commonSql,
   fenceSql,
@@ -24,7 +24,7 @@ import {
 } from './sql'
 
 /**
- * What {@link moveShards} takes. The SQL options (`marginMs`, `maxDriftMs`, ...) are those of the
+ * What {@link movePostgresShards} takes. The SQL options (`marginMs`, `maxDriftMs`, ...) are those of the
  * shards' installation on the new home, as for `installPostgres`; `worker` and `cache` default to
  * what the old home recorded for each shard.
  */
@@ -40,14 +40,14 @@ export interface MoveOptions extends PostgresSqlOptions {
   /**
    * The longest each step waits for the locks it needs: on the old home, for the transactions
    * that drew IDs of the shard and are still open (draws of the shard queue behind the fence
-   * meanwhile); on the new home, likewise. Past it the move stops with `SourceUnavailableError`,
+   * meanwhile); on the new home, likewise. Past it the move stops with `LockTimeoutError`,
    * having changed nothing of that shard; run it again.
    * @default 5000
    */
   lockTimeoutMs?: number
 }
 
-/** Progress of {@link moveShards}, reported after each shard. */
+/** Progress of {@link movePostgresShards}, reported after each shard. */
 export interface MoveProgress {
   /** Shards moved so far. */
   done: number
@@ -55,16 +55,17 @@ export interface MoveProgress {
   /** The shard just moved: the old home refuses it, the new home serves it. */
   shard: number
   /** L: the highest sequence value the old home can ever have issued for it. */
-  fence: bigint
+  fencedAt: bigint
 }
 
-/** One logical shard moved by {@link moveShards}. */
+/** One logical shard moved by {@link movePostgresShards} (the same shape as `moveMysqlShards`'). */
 export interface MovedShard {
   shard: number
-  /** L: the highest sequence value (ID space) the old home can ever have issued for the shard. */
-  fence: bigint
-  /** Where the new home's sequence stands after the move (at least `fence`). */
-  sequence: bigint
+  /**
+   * L, where the old home was fenced: the highest sequence value (ID space) it can ever have
+   * issued for the shard. The new home continues above it.
+   */
+  fencedAt: bigint
   /**
    * How far the new home's sequence is ahead of its clock, in ms (0 or less: not ahead). Above
    * `maxDriftMs` (a burst on the old home, or its clock ahead of the new one) the first draws
@@ -75,9 +76,9 @@ export interface MovedShard {
   resumed: boolean
 }
 
-/** What {@link moveShards} did. */
+/** What {@link movePostgresShards} did. */
 export interface MoveResult {
-  layout: Layout
+  sharding: ShardingDescription
   /** The common schema. */
   schema: string
   /** The shards moved, ascending. */
@@ -94,7 +95,7 @@ export interface MoveResult {
  * fence was set are at most L; every ID the new home issues is above L.
  *
  * Between (1) and your shard map pointing at the new home, IDs of the shard are refused (`SF005`,
- * `ConfigurationError` in {@link PostgresSource}); switch each shard when `onProgress` reports it.
+ * `ShardMovedError` in {@link PostgresSource}); switch each shard when `onProgress` reports it.
  * The new home must not serve the shard before the move: IDs it issued earlier are not covered.
  *
  * Idempotent and resumable: run it again after a failure half-way, and it recognises a fenced old
@@ -103,27 +104,28 @@ export interface MoveResult {
  *
  * @throws ConfigurationError when `from` and `to` are the same database, a shard is not installed
  *   on `from` (or under another schema name on `to`), or `from` holds no installation.
- * @throws LayoutMismatchError when `from` holds another layout than `layout`, or `to` than `from`.
+ * @throws ShardingMismatchError when `from` or `to` records another layout or `logicalShards`.
  * @throws InvalidIdentifierError for a schema or prefix that is not a plain identifier.
- * @throws SourceUnavailableError when a lock was not granted within `lockTimeoutMs`.
+ * @throws LockTimeoutError when a lock was not granted within `lockTimeoutMs`.
  * @example
  * ```ts
  * import pg from 'pg'
- * import { instagram } from '@shardflake/core'
- * import { moveShards } from '@shardflake/postgres'
+ * import { defineSharding, instagram } from '@shardflake/core'
+ * import { movePostgresShards } from '@shardflake/postgres'
  *
- * const result = await moveShards({
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * const result = await movePostgresShards({
  *   from: new pg.Pool({ connectionString: process.env.SERVER_A }),
  *   to: new pg.Pool({ connectionString: process.env.SERVER_B }),
- *   layout: instagram,
+ *   sharding,
  *   shards: '1000-1099',
  *   onProgress: ({ shard }) => routing.set(shard, 'B'), // your routing; rebuild the ShardMap from it
  * })
  * ```
  */
-export async function moveShards(options: MoveOptions): Promise<MoveResult> {
+export async function movePostgresShards(options: MoveOptions): Promise<MoveResult> {
   const resolved = resolveSqlOptions(options)
-  const shards = readShardList(options.shards, resolved.layout)
+  const shards = readShardList(options.shards, resolved.sharding)
   const lockTimeoutMs = options.lockTimeoutMs ?? 5000
   if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 3_600_000) {
     throw new InvalidArgumentError(
@@ -167,14 +169,24 @@ export async function moveShards(options: MoveOptions): Promise<MoveResult> {
       const arrived = await step('new', shard, lockTimeoutMs, () =>
         arrive(to, o, shard, fenced.fence, lockTimeoutMs),
       )
-      moved.push({ shard, fence: fenced.fence, resumed: fenced.resumed, ...arrived })
-      options.onProgress?.({ done: moved.length, total: shards.length, shard, fence: fenced.fence })
+      moved.push({
+        shard,
+        fencedAt: fenced.fence,
+        aheadMs: arrived.aheadMs,
+        resumed: fenced.resumed,
+      })
+      options.onProgress?.({
+        done: moved.length,
+        total: shards.length,
+        shard,
+        fencedAt: fenced.fence,
+      })
     }
     for (const session of sessions) session.release()
-    return { layout: resolved.layout, schema: resolved.schema, shards: moved }
+    return { sharding: resolved.sharding.toJSON(), schema: resolved.schema, shards: moved }
   } catch (error) {
     for (const session of sessions) session.release(error instanceof Error ? error : undefined)
-    throw translate(error)
+    throw translate(error, 'movePostgresShards')
   }
 }
 
@@ -217,23 +229,16 @@ async function checkMove(
   destination: string,
 ): Promise<Map<number, Recorded>> {
   const c = quoteIdent('schema', o.schema)
-  const oldLayout = await readLayoutFrom(from, o.schema)
-  if (!oldLayout) {
+  const oldHome = await readShardingFrom(from.query, o.schema)
+  if (!oldHome) {
     throw new ConfigurationError(
-      `No shardflake layout is recorded in schema ${JSON.stringify(o.schema)} of the old database (from): nothing to move from there (or pass the schema it was installed with).`,
+      `No shardflake installation is recorded in schema ${JSON.stringify(o.schema)} of the old database (from): nothing to move from there (or pass the schema it was installed with).`,
     )
   }
-  if (!oldLayout.equals(o.layout)) {
-    throw new LayoutMismatchError(
-      `The old database (from) holds layout ${describeLayout(oldLayout)}, not ${describeLayout(o.layout)}: give the move the installed layout.`,
-    )
-  }
-  const newLayout = await readLayoutFrom(to, o.schema)
-  if (newLayout && !newLayout.equals(oldLayout)) {
-    throw new LayoutMismatchError(
-      `The new database (to) holds layout ${describeLayout(newLayout)}, the old one (from) ${describeLayout(oldLayout)}: IDs of a moved shard would lose their order and could repeat. Move to a database with the same layout (or another schema).`,
-    )
-  }
+  checkInstalled(o.sharding, { ...oldHome, database: `The old ${oldHome.database} (from)` })
+  const newHome = await readShardingFrom(to.query, o.schema)
+  if (newHome)
+    checkInstalled(o.sharding, { ...newHome, database: `The new ${newHome.database} (to)` })
   const rows = await from.query(
     `SELECT shard, schema_name, worker, sequence_cache,
        to_regclass(quote_ident(schema_name) || '.id_seq') IS NOT NULL AS present
@@ -256,7 +261,7 @@ async function checkMove(
   // A shard already moved away from `from` may only be resumed towards the same database, and
   // not once that database has moved it on: lifting its fence would give the shard two homes.
   const retiredFrom = await retirements(from, c, shards)
-  const retiredTo = newLayout
+  const retiredTo = newHome
     ? await retirements(to, c, shards)
     : new Map<number, string | undefined>()
   for (const [shard, movedTo] of retiredFrom) {
@@ -272,7 +277,7 @@ async function checkMove(
       )
     }
   }
-  if (newLayout) {
+  if (newHome) {
     const taken = await to.query(
       `SELECT shard, schema_name FROM ${c}.shards WHERE shard = ANY($1::integer[]) AND schema_name <> $2::text || shard::text`,
       [shards, o.schemaPrefix],
@@ -358,7 +363,7 @@ async function arrive(
   shard: number,
   fenceValue: bigint,
   lockTimeoutMs: number,
-): Promise<{ sequence: bigint; aheadMs: number }> {
+): Promise<{ aheadMs: number }> {
   const c = quoteIdent('schema', o.schema)
   const s = quoteIdent('schema', shardSchemaName(shard, o.schemaPrefix))
   await session.exec('BEGIN')
@@ -380,7 +385,7 @@ async function arrive(
     const { layout } = o
     const fenceMs =
       Number(fenceValue >> BigInt(layout.sequenceBits)) * layout.timeUnitMs + layout.epoch
-    return { sequence: BigInt(String(row?.sequence)), aheadMs: fenceMs - Number(row?.now) }
+    return { aheadMs: fenceMs - Number(row?.now) }
   } catch (error) {
     await session.exec('ROLLBACK').catch(() => undefined)
     throw error
@@ -403,11 +408,11 @@ async function step<T>(
         home === 'old'
           ? 'Nothing of this shard was changed'
           : 'It is fenced on the old database and not yet served by the new one'
-      throw new SourceUnavailableError(
+      throw new LockTimeoutError(
         `Moving logical shard ${shard}: a lock on the ${home} database was not granted within ${lockTimeoutMs} ms (a transaction that drew IDs of the shard, or another install or move, is still open there). ${state}; run the move again (it resumes), or raise lockTimeoutMs (--lock-timeout-ms).`,
         { cause: error },
       )
     }
-    throw translate(error)
+    throw translate(error, 'movePostgresShards')
   }
 }

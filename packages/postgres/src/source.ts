@@ -1,48 +1,60 @@
 import {
-  ClockMovedBackwardsError,
   ConfigurationError,
   checkCount,
   type IdInput,
   type IdRequestContext,
   type IdSource,
-  InvalidLayoutError,
-  type Layout,
-  LayoutMismatchError,
   PrefetchBuffers,
   type PrefetchOptions,
-  ShardflakeError,
+  readDuration,
+  type Sharding,
+  ShardingMismatchError,
   ShardMap,
-  ShardMovedError,
   ShardOutOfRangeError,
+  SOURCE_DEFAULTS,
   SourceUnavailableError,
+  throwIfCancelled,
+  withDeadline,
 } from '@shardflake/core'
-import type { SqlClient } from './client'
+import { isPool, type PoolLike, type SqlClient } from './client'
+import { translatePostgresError } from './errors'
 import { checkIdentifier, quoteIdent } from './identifiers'
-import { describeLayout, readInstalledLayout } from './installer'
-import { shardSchemaName } from './sql'
+import { checkInstalled, readShardingFrom } from './installer'
+import { checkSharding, shardSchemaName } from './sql'
+
+/** A database of a {@link PostgresSource}: a client you own, or a URL the source opens a pool for. */
+export type PostgresDatabase = SqlClient | string
 
 /** What {@link PostgresSource} takes. */
 export interface PostgresSourceOptions {
-  /** The layout installed in the databases (checked by the installer, baked into the SQL). */
-  layout: Layout
   /**
-   * Where the logical shards live: one database (a `pg.Pool`, a PGlite instance, anything with
-   * `query(sql, params)`) serving every shard, or a {@link ShardMap} from logical shard ranges
-   * to databases (Instagram's thousands of logical shards on a few servers).
+   * The application's sharding (`defineSharding({ layout, logicalShards })`), the same one the
+   * databases were installed with: the source compares it with what each database records.
    */
-  databases: SqlClient | ShardMap<SqlClient>
+  sharding: Sharding
+  /**
+   * Where the logical shards live: one database serving every logical shard, or a
+   * {@link ShardMap} from logical shard ranges to databases (Instagram's thousands of logical
+   * shards on a few servers). A database is a `pg.Pool`, a `pg.Client`, a PGlite instance
+   * (anything with `query(sql, params)`), or a connection URL: the source then opens a `pg.Pool`
+   * for it and {@link PostgresSource.close} ends it.
+   */
+  databases: PostgresDatabase | ShardMap<PostgresDatabase>
   /** @default 'shard_' */
   schemaPrefix?: string
   /**
    * The schema holding the metadata the installer wrote (`installPostgres({ schema })`). On its
-   * first use of each database the source reads the layout recorded there and refuses to hand
-   * out IDs made under another layout (`LayoutMismatchError`): decoding them with this source's
-   * layout would give wrong shards and times.
+   * first use of each database the source reads the sharding recorded there and refuses to hand
+   * out IDs under another one (`ShardingMismatchError`).
    * @default 'shardflake'
    */
   schema?: string
-  /** How many logical shards keys are reduced by. @default the shard map's highest shard + 1 */
-  logicalShards?: number
+  /**
+   * The longest one call waits for its database, in ms; then it fails with `TimedOutError`, and
+   * the statement is cancelled on the server (`pg_cancel_backend`) when the database is a pool.
+   * @default SOURCE_DEFAULTS.timeoutMs (2000)
+   */
+  timeoutMs?: number
   /**
    * Serve single IDs and small batches from a per-shard buffer filled `size` beyond the request
    * at a time, so single inserts and small flushes pay no round trip of their own. The trade-off:
@@ -62,71 +74,80 @@ export interface PostgresSourceOptions {
   useContextQuery?: boolean | ((shard: number) => boolean)
 }
 
+/** One call's connection, for cancelling it on the server. */
+interface Call {
+  pid?: number
+  pool?: PoolLike
+}
+
+type Rows = readonly Record<string, unknown>[]
+
 /**
  * IDs from the `next_id()`/`next_ids(n)` functions installed by {@link installPostgres}: each
  * logical shard's IDs come from the database that holds the shard, a batch in one round trip.
- * Concurrency-safe: uniqueness is the database's (the sequence), not this object's.
+ * Concurrency-safe: uniqueness is the database's (the sequence), not this object's. Every failure
+ * is a `ShardflakeError` (see the package README's errors table).
  *
  * @example One server
  * ```ts
- * const source = new PostgresSource({ layout: instagram, databases: pool })
- * const ids = await source.nextIds(5, 100)
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * const source = new PostgresSource({ sharding, databases: pool })
+ * const ids = await source.nextIds(sharding.shardForKey(31341n), 100)
  * ```
  * @example Logical shards on two servers, and routing rows
  * ```ts
- * const map = new ShardMap(instagram, [
+ * const map = new ShardMap(sharding, [
  *   { from: 0, to: 999, target: poolA },
  *   { from: 1000, to: 1999, target: poolB },
  * ])
- * const source = new PostgresSource({ layout: instagram, databases: map })
+ * const source = new PostgresSource({ sharding, databases: map })
  * const id = await source.nextId(1341)
  * await source.poolForId(id).query('INSERT INTO shard_1341.posts (id) VALUES ($1)', [id])
  * ```
- * @example Embedded (PGlite)
- * ```ts
- * const db = new PGlite()
- * await installPostgres(db, { layout: instagram, shards: '0-3' })
- * const source = new PostgresSource({ layout: instagram, databases: db })
- * ```
  */
 export class PostgresSource implements IdSource {
-  readonly layout: Layout
+  readonly sharding: Sharding
   readonly synchronous = false
-  readonly logicalShards: number
   /** Logical shards to databases. */
-  readonly map: ShardMap<SqlClient>
+  readonly shardMap: ShardMap<PostgresDatabase>
+  /** The longest one call waits for its database, in ms. */
+  readonly timeoutMs: number
   private readonly schemaPrefix: string
   private readonly schema: string
   private readonly verified = new Map<SqlClient, Promise<void>>()
+  /** Pools this source opened from URLs (it ends them on close). */
+  private readonly opened = new Map<string, Promise<PoolLike>>()
+  private readonly lazy = new Map<string, SqlClient>()
   private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
   private readonly statements = new Map<number, string>()
   private closed = false
 
   /**
-   * @throws InvalidLayoutError for a decode-only layout.
-   * @throws ConfigurationError for a shard map of another layout or a bad prefetch size.
+   * @throws ConfigurationError without a sharding (the message names `logicalShards`).
+   * @throws InvalidLayoutError for a decode-only layout; TimeExhaustedError for a used-up one.
+   * @throws ShardingMismatchError for a shard map of another sharding.
+   * @throws InvalidArgumentError for a `timeoutMs` out of bounds or a bad prefetch size.
    */
   constructor(options: PostgresSourceOptions) {
-    const { layout } = options
-    if (layout.decodeOnly) {
-      throw new InvalidLayoutError(
-        `Layout ${JSON.stringify(layout.name)} is for decoding other systems' IDs; define your own layout to generate.`,
-      )
-    }
-    this.layout = layout
-    this.map =
+    const sharding = checkSharding(options?.sharding, 'PostgresSource')
+    sharding.layout.checkGenerating()
+    this.sharding = sharding
+    this.shardMap =
       options.databases instanceof ShardMap
         ? options.databases
-        : ShardMap.single(layout, options.databases)
-    if (!this.map.layout.equals(layout)) {
-      throw new ConfigurationError('The shard map was made for another layout.')
+        : ShardMap.single(sharding, options.databases)
+    if (!sharding.equals(this.shardMap.sharding)) {
+      throw new ShardingMismatchError(
+        `The shard map was made for ${this.shardMap.sharding}, this source for ${sharding}: build both from the same defineSharding(...).`,
+      )
     }
     this.schemaPrefix = options.schemaPrefix ?? 'shard_'
     this.schema = checkIdentifier('schema', options.schema ?? 'shardflake')
-    shardSchemaName(layout.shardCount - 1, this.schemaPrefix)
-    const last = this.map.ranges[this.map.ranges.length - 1]
-    this.logicalShards = options.logicalShards ?? (last ? last.to + 1 : layout.shardCount)
+    shardSchemaName(sharding.logicalShards - 1, this.schemaPrefix)
+    this.timeoutMs = readDuration('timeoutMs', options.timeoutMs, SOURCE_DEFAULTS.timeoutMs, {
+      min: 1,
+    })
     if (options.prefetch) {
       this.buffers = new PrefetchBuffers(
         (shard, count) => this.fetch(shard, count),
@@ -137,15 +158,16 @@ export class PostgresSource implements IdSource {
     this.useContext = typeof use === 'function' ? use : () => use
   }
 
-  /** The database holding a logical shard. @throws ShardOutOfRangeError */
+  /** The database holding a logical shard (for a URL, a client on the pool the source opened). */
   poolFor(shard: number): SqlClient {
     this.checkShard(shard)
-    return this.map.targetFor(shard)
+    const target = this.shardMap.targetFor(shard)
+    return typeof target === 'string' ? this.lazyClient(target) : target
   }
 
   /** The database holding the row with this ID (its shard read from the ID). */
   poolForId(id: IdInput): SqlClient {
-    return this.poolFor(this.layout.shardOf(id))
+    return this.poolFor(this.sharding.shardOfId(id))
   }
 
   /** One new ID for a logical shard (from the prefetch buffer when there is one). */
@@ -156,25 +178,42 @@ export class PostgresSource implements IdSource {
   /**
    * `count` new, ascending IDs for a logical shard: from the prefetch buffer when there is one,
    * else in one round trip (`next_ids(count)`).
+   * @throws InvalidArgumentError for a count that is not an integer from 1 to 1,000,000 (before any query).
+   * @throws ShardOutOfRangeError for a shard outside the logical shards or the shard map.
    */
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     this.checkShard(shard)
+    const what = `next_ids(${count}) of logical shard ${shard}`
+    throwIfCancelled(context?.signal, what)
     // A call on the caller's connection takes exactly what it returns; buffers use the pools.
     const query = context?.query && this.useContext(shard) ? context.query : undefined
-    if (this.buffers && !query) return this.buffers.take(shard, count)
-    return this.fetch(shard, count, query)
+    if (this.buffers && !query) {
+      const buffers = this.buffers
+      return withDeadline(() => buffers.take(shard, count), {
+        timeoutMs: this.timeoutMs,
+        signal: context?.signal,
+        what,
+      })
+    }
+    return this.fetch(shard, count, query, context?.signal)
   }
 
-  /** Drops the prefetch buffers. The pools belong to the caller, who ends them. */
-  close(): void {
+  /**
+   * Drops the prefetch buffers and ends the pools the source opened from URLs. Pools and clients
+   * you passed in stay open: you end them. Safe to call twice.
+   */
+  async close(): Promise<void> {
     this.closed = true
     this.buffers?.clear()
+    const pools = [...this.opened.values()]
+    this.opened.clear()
+    await Promise.all(pools.map((pool) => pool.then((p) => p.end?.()).catch(() => undefined)))
   }
 
   private checkShard(shard: number): void {
-    this.layout.checkShard(shard)
-    if (!this.map.has(shard)) {
+    this.sharding.checkShard(shard)
+    if (!this.shardMap.has(shard)) {
       throw new ShardOutOfRangeError(
         shard,
         `Logical shard ${shard} is not in this source's shard map.`,
@@ -199,100 +238,179 @@ export class PostgresSource implements IdSource {
     shard: number,
     count: number,
     query?: IdRequestContext['query'],
+    signal?: AbortSignal,
   ): Promise<bigint[]> {
     if (this.closed) throw new ConfigurationError('This PostgresSource is closed.')
+    const what = `next_ids(${count}) of logical shard ${shard}`
     const sql = this.statement(shard)
-    const database = this.map.targetFor(shard)
-    let rows: readonly unknown[]
-    try {
-      // The first use of a database checks its layout alongside the first fetch (no extra wait).
-      const [, result] = await Promise.all([
-        this.verify(database),
-        query ? query(sql, [count]) : database.query(sql, [count]).then((r) => r.rows),
-      ])
-      rows = result
-    } catch (error) {
-      throw this.translate(error, shard)
-    }
-    const text = (rows[0] as { ids?: unknown } | undefined)?.ids
+    const target = this.shardMap.targetFor(shard)
+    const call: Call = {}
+    const rows = await withDeadline(
+      async () => {
+        const database = await this.open(target, what)
+        await this.verify(database, call)
+        return query
+          ? await this.guard(() => query(sql, [count]), shard, what)
+          : await this.run(database, sql, [count], call, shard, what)
+      },
+      {
+        timeoutMs: this.timeoutMs,
+        signal,
+        what,
+        // Stop the statement on the server too, so a lock or a wait does not outlive the call.
+        onGiveUp: () => {
+          if (call.pool && call.pid) {
+            return call.pool.query('SELECT pg_cancel_backend($1::integer)', [call.pid])
+          }
+        },
+      },
+    )
+    const text = rows[0]?.ids
     if (typeof text !== 'string') {
-      throw new SourceUnavailableError(`next_ids(${count}) of shard ${shard} returned no IDs.`)
+      throw new SourceUnavailableError(`${what} returned no IDs.`)
     }
     const ids = text.split(',').map((id) => BigInt(id))
     if (ids.length !== count) {
-      throw new SourceUnavailableError(
-        `next_ids(${count}) of shard ${shard} returned ${ids.length} IDs.`,
-      )
+      throw new SourceUnavailableError(`${what} returned ${ids.length} IDs.`)
     }
     return ids
   }
 
-  /** Once per database: the layout recorded there must be this source's. */
-  private verify(database: SqlClient): Promise<void> {
+  /** Runs a statement on a connection of its own, noting its server process for a cancel. */
+  private async run(
+    database: SqlClient,
+    sql: string,
+    params: unknown[],
+    call: Call,
+    shard: number | undefined,
+    what: string,
+  ): Promise<Rows> {
+    if (!isPool(database)) {
+      return this.guard(async () => (await database.query(sql, params)).rows as Rows, shard, what)
+    }
+    let connection: Awaited<ReturnType<PoolLike['connect']>>
+    try {
+      connection = await database.connect()
+    } catch (error) {
+      throw this.failure(error, shard, what, { connecting: true })
+    }
+    let ended = false
+    const onEnd = () => {
+      ended = true
+    }
+    connection.on?.('end', onEnd)
+    connection.on?.('error', onEnd)
+    call.pool = database
+    if (typeof connection.processID === 'number') call.pid = connection.processID
+    let broken = false
+    try {
+      return (await connection.query(sql, params)).rows as Rows
+    } catch (error) {
+      const translated = this.failure(error, shard, what, { connectionEnded: ended })
+      broken = ended || translated.code === 'CONNECTION_LOST'
+      throw translated
+    } finally {
+      call.pid = undefined
+      connection.off?.('end', onEnd)
+      connection.off?.('error', onEnd)
+      // A connection that broke is destroyed, not handed to the next caller.
+      connection.release(broken)
+    }
+  }
+
+  private async guard(work: () => Promise<Rows>, shard: number | undefined, what: string) {
+    try {
+      return await work()
+    } catch (error) {
+      throw this.failure(error, shard, what)
+    }
+  }
+
+  private failure(
+    error: unknown,
+    shard: number | undefined,
+    what: string,
+    extra: { connecting?: boolean; connectionEnded?: boolean } = {},
+  ) {
+    return translatePostgresError(error, {
+      what,
+      ...(shard === undefined ? {} : { shard }),
+      layout: this.sharding.layout,
+      schemaPrefix: this.schemaPrefix,
+      logicalShards: this.sharding.logicalShards,
+      ...extra,
+    })
+  }
+
+  /** The client for a shard map target: itself, or the pool opened for a URL. */
+  private async open(target: PostgresDatabase, what: string): Promise<SqlClient> {
+    if (typeof target !== 'string') return target
+    let pool = this.opened.get(target)
+    if (!pool) {
+      pool = import('pg').then(
+        (pg) => {
+          const created = new pg.default.Pool({ connectionString: target })
+          // An idle connection the server closed: the next call fails and is translated.
+          created.on('error', () => undefined)
+          return created as unknown as PoolLike
+        },
+        (error: unknown) => {
+          throw new ConfigurationError(
+            `${what}: a database given as a URL needs the pg package (npm install pg).`,
+            { cause: error },
+          )
+        },
+      )
+      this.opened.set(target, pool)
+    }
+    return pool
+  }
+
+  /** A client that opens the URL's pool on first use, for {@link poolFor}. */
+  private lazyClient(url: string): SqlClient {
+    let client = this.lazy.get(url)
+    if (!client) {
+      client = {
+        query: async (text, params) => (await this.open(url, 'a query')).query(text, params),
+      }
+      this.lazy.set(url, client)
+    }
+    return client
+  }
+
+  /** Once per database, in one query: the sharding recorded there must be this source's. */
+  private verify(database: SqlClient, call: Call): Promise<void> {
     let check = this.verified.get(database)
     if (!check) {
-      check = readInstalledLayout(database, { schema: this.schema }).then((installed) => {
+      check = readShardingFrom(
+        async (text, params) => [
+          ...(await this.run(
+            database,
+            text,
+            params ?? [],
+            call,
+            undefined,
+            'reading the recorded sharding',
+          )),
+        ],
+        this.schema,
+      ).then((installed) => {
         if (!installed) {
           throw new ConfigurationError(
-            `No shardflake layout is recorded in schema ${JSON.stringify(this.schema)} of this database: run installPostgres there (or pass the schema it used as option schema).`,
+            `No shardflake installation is recorded in schema ${JSON.stringify(this.schema)} of this database: run installPostgres(client, { sharding, shards }) there (or pass the schema it used as option schema).`,
           )
         }
-        if (!installed.equals(this.layout)) {
-          throw new LayoutMismatchError(
-            `This PostgresSource was made for layout ${describeLayout(this.layout)}, but the database holds layout ${describeLayout(installed)}: its IDs would decode to wrong shards and times. Give the source the installed layout.`,
+        if (installed.logicalShards === null) {
+          throw new ShardingMismatchError(
+            `The ${installed.database} records no logicalShards: run installPostgres there again with this sharding (${this.sharding}) to record it.`,
           )
         }
+        checkInstalled(this.sharding, installed)
       })
       // A failed read (a connection error) is tried again on the next call; a mismatch too.
       check.catch(() => this.verified.delete(database))
       this.verified.set(database, check)
     }
     return check
-  }
-
-  private translate(error: unknown, shard: number): unknown {
-    if (error instanceof ShardflakeError) return error
-    const code = (error as { code?: unknown } | undefined)?.code
-    if (code === 'SF001') {
-      // The function waited for the clock as long as it may (see maxWaitMs of the SQL options).
-      const text = error instanceof Error ? error.message : ''
-      const ahead = /is (\d+) ms ahead/.exec(text)
-      const wait = /at most (\d+)\)/.exec(text)
-      return new ClockMovedBackwardsError(Number(ahead?.[1] ?? 0), Number(wait?.[1] ?? 0))
-    }
-    if (code === 'SF005') {
-      // The shard was moved away from this database (moveShards): the map is out of date.
-      const text = error instanceof Error ? error.message.replace(/^shardflake: /, '') : ''
-      return new ShardMovedError(
-        shard,
-        `${text} (the shard map gives this database for logical shard ${shard}).`,
-      )
-    }
-    if (
-      (code === '2200H' || code === '22003') &&
-      error instanceof Error &&
-      /sequence "id_seq"/.test(error.message)
-    ) {
-      // A call already running when the shard's fence committed (or the layout's end).
-      return new ShardMovedError(
-        shard,
-        `The sequence of logical shard ${shard} is at its end in the database the shard map gives for it: the shard was moved to another database (update the shard map), or the layout's time ran out. No ID was issued.`,
-      )
-    }
-    if (code === '3F000' || code === '42883' || code === '42P01') {
-      return new ConfigurationError(
-        `Logical shard ${shard} is not installed in the database the shard map gives for it (schema ${shardSchemaName(shard, this.schemaPrefix)}): run installPostgres there.`,
-      )
-    }
-    if (
-      typeof code === 'string' &&
-      /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|57P0[1-3]|08\d\d\d)$/.test(code)
-    ) {
-      return new SourceUnavailableError(
-        `The database of logical shard ${shard} is unavailable (${code}).`,
-        { cause: error },
-      )
-    }
-    return error
   }
 }

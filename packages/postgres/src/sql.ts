@@ -1,20 +1,25 @@
 import {
+  ConfigurationError,
   fnv1a32,
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
   readShardList,
+  type Sharding,
   type ShardList,
 } from '@shardflake/core'
 import { checkIdentifier, quoteIdent, quoteLiteral, quoteQualified } from './identifiers'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '3'
+export const SQL_VERSION = '4'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
-export interface PostgresLayoutOptions {
-  /** The layout of the IDs. Its epoch, widths and time unit are baked into the SQL. */
-  layout: Layout
+export interface PostgresSchemaOptions {
+  /**
+   * The application's sharding (`defineSharding({ layout, logicalShards })`): the layout's
+   * epoch, widths and time unit are baked into the SQL, and both are recorded in the metadata.
+   */
+  sharding: Sharding
   /**
    * Each logical shard lives in its own schema, named prefix + shard number.
    * @default 'shard_'
@@ -30,7 +35,7 @@ export interface PostgresLayoutOptions {
 }
 
 /** Options of the generated SQL. */
-export interface PostgresSqlOptions extends PostgresLayoutOptions {
+export interface PostgresSqlOptions extends PostgresSchemaOptions {
   /** Worker id baked into every ID, for layouts with worker bits. @default 0 */
   worker?: number
   /**
@@ -77,6 +82,7 @@ export interface PostgresSqlOptions extends PostgresLayoutOptions {
 
 /** Every option resolved, plus the numbers the SQL is made of. @internal */
 export interface ResolvedSqlOptions {
+  sharding: Sharding
   layout: Layout
   schema: string
   schemaPrefix: string
@@ -97,7 +103,8 @@ export interface ResolvedSqlOptions {
  * @throws InvalidArgumentError for numbers out of range.
  */
 export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptions {
-  const { layout } = options
+  const sharding = checkSharding(options?.sharding, 'The PostgreSQL SQL')
+  const { layout } = sharding
   if (layout.decodeOnly) {
     throw new InvalidLayoutError(
       `Layout ${JSON.stringify(layout.name)} is for decoding other systems' IDs; define your own layout to generate.`,
@@ -127,6 +134,7 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
     return value
   }
   return {
+    sharding,
     layout,
     schema,
     schemaPrefix,
@@ -138,6 +146,24 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
     reserveFrom: integer('reserveFrom', options.reserveFrom ?? 128, 1, 2_147_483_647),
     lockKey: fnv1a32(`shardflake:${schema}`) | 0,
   }
+}
+
+/**
+ * The sharding option, checked: every installer, generator and source needs one, and none has a
+ * default, so that one key lands on one shard whoever makes its ID.
+ * @throws ConfigurationError naming `logicalShards` when it is missing. @internal
+ */
+export function checkSharding(sharding: Sharding | undefined, who: string): Sharding {
+  if (
+    !sharding ||
+    typeof sharding.logicalShards !== 'number' ||
+    typeof sharding.layout?.shardOf !== 'function'
+  ) {
+    throw new ConfigurationError(
+      `${who} needs the application's sharding: pass { sharding: defineSharding({ layout, logicalShards }) }. There is no default logicalShards: it decides which shard every key goes to, so decide it once and give the same sharding to every source, installer and adapter.`,
+    )
+  }
+  return sharding
 }
 
 /** The schema name of a logical shard (`shard_5`). @throws InvalidIdentifierError */
@@ -241,6 +267,7 @@ export function commonSql(options: PostgresSqlOptions | ResolvedSqlOptions): str
   const c = quoteIdent('schema', o.schema)
   const description = JSON.stringify(layout.toJSON())
   const order = layout.order.join(',')
+  const logical = o.sharding.logicalShards
   const field = (name: 'shard' | 'sequence' | 'worker', mask: bigint) =>
     `((id >> ${n.shifts[name]}) & ${mask})::integer`
   return `-- shardflake ${SQL_VERSION}: objects shared by all shards of layout ${JSON.stringify(layout.name)}
@@ -258,8 +285,11 @@ CREATE TABLE IF NOT EXISTS ${c}.layout (
   field_order text NOT NULL,
   description jsonb NOT NULL,
   version text NOT NULL,
-  installed_at timestamptz NOT NULL DEFAULT now()
+  installed_at timestamptz NOT NULL DEFAULT now(),
+  -- How many logical shards keys are spread over (Sharding.logicalShards).
+  logical_shards integer CHECK (logical_shards > 0)
 );
+ALTER TABLE ${c}.layout ADD COLUMN IF NOT EXISTS logical_shards integer CHECK (logical_shards > 0);
 
 CREATE TABLE IF NOT EXISTS ${c}.shards (
   shard integer PRIMARY KEY,
@@ -272,7 +302,8 @@ CREATE TABLE IF NOT EXISTS ${c}.shards (
 );
 
 ${retirementColumnsSql(o)}
--- Refuse a different layout over an existing one: IDs would lose their order and could repeat.
+-- Refuse a different sharding (layout or logical shards) over the recorded one: IDs would lose
+-- their order and could repeat, and keys would land on other shards.
 DO $shardflake$
 DECLARE
   r record;
@@ -280,14 +311,16 @@ BEGIN
   LOCK TABLE ${c}.layout IN EXCLUSIVE MODE;
   SELECT * INTO r FROM ${c}.layout;
   IF NOT FOUND THEN
-    INSERT INTO ${c}.layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version)
-    VALUES (${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}', ${quoteLiteral(description)}::jsonb, '${SQL_VERSION}');
-  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order)
-        IS DISTINCT FROM (${layout.epoch}::bigint, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}'::text) THEN
+    INSERT INTO ${c}.layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
+    VALUES (${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}', ${quoteLiteral(description)}::jsonb, '${SQL_VERSION}', ${logical});
+  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, ${logical}))
+        IS DISTINCT FROM (${layout.epoch}::bigint, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}'::text, ${logical}) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
-      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit); refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) over it: IDs would lose their order and could repeat',
-        ${quoteLiteral(o.schema)}, r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms,
+      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) with logicalShards %s; refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) with logicalShards ${logical} over it: IDs would lose their order and could repeat, and keys would land on other shards',
+        ${quoteLiteral(o.schema)}, r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms, r.logical_shards,
         ${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, ${layout.timeUnitMs});
+  ELSIF r.logical_shards IS NULL THEN
+    UPDATE ${c}.layout SET logical_shards = ${logical};
   END IF;
 END
 $shardflake$;
@@ -405,7 +438,7 @@ $$;
 export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): string {
   const o = 'lockKey' in options ? options : resolveSqlOptions(options)
   const { layout } = o
-  o.layout.checkShard(shard)
+  o.sharding.checkShard(shard)
   const n = numbers(o)
   const name = shardSchemaName(shard, o.schemaPrefix)
   const s = quoteIdent('schema', name)
@@ -422,7 +455,7 @@ export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard
   const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
   const retiredCheck = `  IF EXISTS (SELECT 1 FROM ${c}.shards WHERE shard = ${shard} AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));
+      MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));
   END IF;`
   return `-- shardflake ${SQL_VERSION}: logical shard ${shard} of layout ${JSON.stringify(layout.name)}
 CREATE SCHEMA IF NOT EXISTS ${s};
@@ -454,6 +487,15 @@ CREATE SEQUENCE IF NOT EXISTS ${s}.id_gen AS bigint MINVALUE 0 START 0 CACHE 1 N
 CREATE OR REPLACE FUNCTION ${s}._compose(v bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ${compose('v')}
+$$;
+
+-- Raises SF007: the layout's time field is used up (the sequence cannot follow the clock).
+CREATE OR REPLACE FUNCTION ${s}._exhausted() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'SF007',
+    MESSAGE = 'shardflake: shard ${shard}: the time field of the layout ran out on ${new Date(layout.epoch + layout.timeLimit * layout.timeUnitMs).toISOString()}: no more IDs can be made. Define a layout with a later epoch. No ID was issued.';
+END
 $$;
 
 -- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
@@ -495,6 +537,9 @@ BEGIN
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM ${s}.id_seq;
     target := ${nowV} - 1;
+    IF target > ${n.maxValue} THEN
+      PERFORM ${s}._exhausted();
+    END IF;
     IF last < target - ${n.margin} + 1 THEN
       PERFORM setval(${seq}, target, true);
       moved := true;
@@ -546,7 +591,9 @@ BEGIN
     EXIT WHEN ahead <= 0;
     IF waited + ahead > ${o.maxWaitMs} THEN
       RAISE EXCEPTION USING ERRCODE = 'SF001',
-        MESSAGE = format('shardflake: shard ${shard}: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most ${o.maxWaitMs}): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + ${o.maxDriftMs}, ${o.maxDriftMs}, waited);
+        MESSAGE = format('shardflake: shard ${shard}: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most ${o.maxWaitMs}): the clock stepped back, or IDs were drawn faster than ${layout.capacityPerMs} per ms for longer than the drift allows. No ID was issued.', ahead + ${o.maxDriftMs}, ${o.maxDriftMs}, waited),
+        DETAIL = json_build_object('aheadMs', ahead + ${o.maxDriftMs}, 'maxDriftMs', ${o.maxDriftMs}, 'waitedMs', waited, 'maxWaitMs', ${o.maxWaitMs})::text,
+        HINT = 'Check the clock (NTP slew, not step), or draw fewer IDs per ms from this shard.';
     END IF;
     PERFORM pg_sleep(ahead / 1000.0);
     waited := waited + ahead;
@@ -578,6 +625,9 @@ BEGIN
     first := CASE WHEN last < nv - ${n.margin} THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
     refused := first + n - 1 > nv + ${n.drift + n.wait};
+    IF NOT refused AND first + n - 1 > ${n.maxValue} THEN
+      PERFORM ${s}._exhausted();
+    END IF;
     IF NOT refused THEN
       PERFORM setval(${seq}, first + n - 1, true);
     END IF;
@@ -588,9 +638,15 @@ BEGIN
     PERFORM ${s}._unlock();
     RAISE;
   END;
-  IF refused THEN
+  IF refused AND n > ${n.drift + n.wait} THEN
+    -- The batch alone is more than the shard makes within the drift and the wait: overload.
+    RAISE EXCEPTION USING ERRCODE = 'SF006',
+      MESSAGE = format('shardflake: shard ${shard}: next_ids(%s) refused: the shard makes ${layout.capacityPerMs} IDs per ms and may run ${o.maxDriftMs} ms ahead of the clock (and wait ${o.maxWaitMs} ms), at most ${n.drift + n.wait} IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
+      DETAIL = json_build_object('count', n, 'maxIds', ${n.drift + n.wait}, 'maxDriftMs', ${o.maxDriftMs}, 'maxWaitMs', ${o.maxWaitMs})::text;
+  ELSIF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
-      MESSAGE = format('shardflake: shard ${shard}: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most ${o.maxWaitMs}): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> ${n.S}) - (nv >> ${n.S})) * ${n.unit}, ${o.maxDriftMs});
+      MESSAGE = format('shardflake: shard ${shard}: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most ${o.maxWaitMs} ms of wait): earlier calls drew faster than ${layout.capacityPerMs} IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> ${n.S}) - (nv >> ${n.S})) * ${n.unit}, ${o.maxDriftMs}),
+      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> ${n.S}) - (nv >> ${n.S})) * ${n.unit}, 'maxDriftMs', ${o.maxDriftMs}, 'waitedMs', 0, 'maxWaitMs', ${o.maxWaitMs})::text;
   END IF;
   IF first + n - 1 > nv + ${n.drift} THEN
     PERFORM ${s}._throttle(first + n - 1);
@@ -757,7 +813,7 @@ ON CONFLICT (shard) DO UPDATE
  */
 export function fenceSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): string {
   const o = 'lockKey' in options ? options : resolveSqlOptions(options)
-  o.layout.checkShard(shard)
+  o.sharding.checkShard(shard)
   const n = numbers(o)
   const name = shardSchemaName(shard, o.schemaPrefix)
   const s = quoteIdent('schema', name)
@@ -873,6 +929,7 @@ export function postgresSql(
   },
 ): string {
   const resolved = resolveSqlOptions(options)
-  const shards = readShardList(options.shards, resolved.layout)
+  resolved.layout.checkGenerating()
+  const shards = readShardList(options.shards, resolved.sharding)
   return [commonSql(resolved), ...shards.map((shard) => shardSql(resolved, shard))].join('\n')
 }

@@ -1,9 +1,9 @@
 import { PGlite } from '@electric-sql/pglite'
 import { describeIdSource } from '@shardflake/conformance'
-import { instagram, ShardMap } from '@shardflake/core'
+import { ShardMap } from '@shardflake/core'
 import pg from 'pg'
 import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
-import { createDatabase, dropDatabase } from './helpers'
+import { createDatabase, dropDatabase, sharding } from './helpers'
 
 let pools: pg.Pool[] = []
 
@@ -14,13 +14,13 @@ describeIdSource('PostgresSource (two databases)', {
     pools = urls.map((url) =>
       new pg.Pool({ connectionString: url, max: 8 }).on('error', () => undefined),
     )
-    await installPostgres(pools[0]!, { layout: instagram, shards: '0-7' })
-    await installPostgres(pools[1]!, { layout: instagram, shards: '8-15' })
-    const map = new ShardMap<SqlClient>(instagram, [
+    await installPostgres(pools[0]!, { sharding, shards: '0-7' })
+    await installPostgres(pools[1]!, { sharding, shards: '8-15' })
+    const map = new ShardMap<SqlClient>(sharding, [
       { from: 0, to: 7, target: pools[0]! },
       { from: 8, to: 15, target: pools[1]! },
     ])
-    return new PostgresSource({ layout: instagram, databases: map })
+    return new PostgresSource({ sharding, databases: map })
   },
   foreignShard: 16,
   async teardown() {
@@ -36,9 +36,9 @@ describeIdSource('PostgresSource (PGlite, prefetch)', {
   shards: [0, 1],
   async create() {
     pglite = new PGlite()
-    await installPostgres(pglite, { layout: instagram, shards: '0-1' })
+    await installPostgres(pglite, { sharding, shards: '0-1' })
     return new PostgresSource({
-      layout: instagram,
+      sharding,
       databases: pglite,
       prefetch: { size: 64, maxAgeMs: 5000 },
     })

@@ -1,4 +1,4 @@
-import { defineLayout, instagram } from '@shardflake/core'
+import { defineLayout, defineSharding, instagram } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { installPostgres } from '../src/index'
@@ -35,7 +35,8 @@ describe('IDs made by SQL decode in TypeScript', () => {
   ])(
     '$layout.name: shard, time and sequence agree with the SQL helpers',
     async ({ layout, schema, shards }) => {
-      await installPostgres(pool, { layout, schema, schemaPrefix: `${schema}_s`, shards })
+      const sharding = defineSharding({ layout, logicalShards: 8192 })
+      await installPostgres(pool, { sharding, schema, schemaPrefix: `${schema}_s`, shards })
       for (const shard of shards) {
         const before = Date.now()
         const rows = await raw<{ id: string; shard: number; ts: Date; seq: number }>(

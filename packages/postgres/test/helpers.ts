@@ -1,4 +1,17 @@
+import { randomBytes } from 'node:crypto'
+import { defineSharding, instagram } from '@shardflake/core'
 import pg from 'pg'
+
+/** The sharding most tests use: the Instagram layout over 2000 logical shards. */
+export const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+
+/** Unique to this test process: database names end with it, so two runs never meet. */
+export const RUN = `${process.pid}_${randomBytes(3).toString('hex')}`
+
+/** The per-run name of a test database. */
+export function runName(name: string): string {
+  return `${name}_${RUN}`
+}
 
 /** The main server (a database on it is created per test file). */
 export const PG_URL = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -9,8 +22,12 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString()
 }
 
-/** Creates (or recreates) database `name` on the server of `serverUrl`; returns its URL. */
-export async function createDatabase(name: string, serverUrl = PG_URL): Promise<string> {
+/**
+ * Creates database `name` plus this run's tag ({@link runName}) on the server of `serverUrl`
+ * (recreating it if this very run left it behind); returns its URL.
+ */
+export async function createDatabase(base: string, serverUrl = PG_URL): Promise<string> {
+  const name = runName(base)
   const admin = new pg.Client({ connectionString: serverUrl })
   await admin.connect()
   try {
@@ -22,7 +39,9 @@ export async function createDatabase(name: string, serverUrl = PG_URL): Promise<
   return withDatabase(serverUrl, name)
 }
 
-export async function dropDatabase(name: string, serverUrl = PG_URL): Promise<void> {
+/** Drops this run's database `name` ({@link runName}). */
+export async function dropDatabase(base: string, serverUrl = PG_URL): Promise<void> {
+  const name = runName(base)
   const admin = new pg.Client({ connectionString: serverUrl })
   await admin.connect()
   try {

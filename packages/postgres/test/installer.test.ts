@@ -1,14 +1,20 @@
-import { ConfigurationError, defineLayout, instagram, LayoutMismatchError } from '@shardflake/core'
+import {
+  ConfigurationError,
+  defineLayout,
+  defineSharding,
+  instagram,
+  ShardingMismatchError,
+} from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   type InstallProgress,
   installPostgres,
-  readInstalledLayout,
+  readInstalledSharding,
   readInstalledShards,
   setDefault,
 } from '../src/index'
-import { createDatabase, dropDatabase, raw } from './helpers'
+import { createDatabase, dropDatabase, raw, sharding } from './helpers'
 
 const DB = 'sf_pg_install'
 let url: string
@@ -28,7 +34,7 @@ describe('installPostgres', () => {
   it('installs many shards with progress, records them, and is idempotent', async () => {
     const progress: InstallProgress[] = []
     const result = await installPostgres(pool, {
-      layout: instagram,
+      sharding,
       shards: '0-119',
       shardsPerTransaction: 50,
       onProgress: (p) => progress.push(p),
@@ -38,7 +44,7 @@ describe('installPostgres', () => {
     expect(progress[0]).toEqual({ done: 1, total: 120, shard: 0 })
     expect(progress.at(-1)).toEqual({ done: 120, total: 120, shard: 119 })
     const [before] = await raw<{ id: string }>(url, 'SELECT shard_42.next_id()::text AS id')
-    await installPostgres(pool, { layout: instagram, shards: '0-119' })
+    await installPostgres(pool, { sharding, shards: '0-119' })
     const [after] = await raw<{ id: string }>(url, 'SELECT shard_42.next_id()::text AS id')
     expect(BigInt(after!.id) > BigInt(before!.id)).toBe(true)
     const [schemas] = await raw<{ n: string }>(
@@ -51,7 +57,7 @@ describe('installPostgres', () => {
       'SELECT (SELECT count(*) FROM shardflake.shards)::text AS n, epoch_ms::text AS epoch FROM shardflake.layout',
     )
     expect(meta).toEqual({ n: '120', epoch: String(instagram.epoch) })
-    expect((await readInstalledLayout(pool))?.equals(instagram)).toBe(true)
+    expect((await readInstalledSharding(pool))?.equals(sharding)).toBe(true)
     expect(await readInstalledShards(pool)).toHaveLength(120)
   })
 
@@ -63,12 +69,13 @@ describe('installPostgres', () => {
       shardBits: 13,
       sequenceBits: 10,
     })
-    const error = await installPostgres(pool, { layout: other, shards: [500] }).catch(
-      (e: unknown) => e,
-    )
-    expect(error).toBeInstanceOf(LayoutMismatchError)
+    const error = await installPostgres(pool, {
+      sharding: defineSharding({ layout: other, logicalShards: 2000 }),
+      shards: [500],
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(ShardingMismatchError)
     expect((error as Error).message).toMatch(
-      /already holds layout "instagram".*refusing to install layout "other"/,
+      /database "sf_pg_install_\w+" uses layout "instagram".*this application uses layout "other"/,
     )
     const [present] = await raw<{ present: boolean }>(
       url,
@@ -79,7 +86,7 @@ describe('installPostgres', () => {
 
   it('refuses a shard already installed under another schema name', async () => {
     const error = await installPostgres(pool, {
-      layout: instagram,
+      sharding,
       shards: [3],
       schemaPrefix: 'other_',
     }).catch((e: unknown) => e)

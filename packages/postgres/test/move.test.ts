@@ -1,12 +1,13 @@
 import {
   ConfigurationError,
   defineLayout,
+  defineSharding,
   InvalidIdentifierError,
   instagram,
-  LayoutMismatchError,
+  LockTimeoutError,
+  ShardingMismatchError,
   ShardMap,
   ShardMovedError,
-  SourceUnavailableError,
 } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
@@ -14,14 +15,14 @@ import {
   fenceSql,
   installPostgres,
   type MoveProgress,
-  moveShards,
+  movePostgresShards,
   PostgresSource,
   postgresSql,
   readInstalledShards,
   resolveSqlOptions,
   type SqlClient,
 } from '../src/index'
-import { createDatabase, dropDatabase, PG_URL, raw } from './helpers'
+import { createDatabase, dropDatabase, PG_URL, raw, sharding } from './helpers'
 
 /**
  * Moving logical shards between two databases (two servers when the global setup could start a
@@ -56,8 +57,8 @@ beforeAll(async () => {
   poolB = pool(urlB, 12)
   adminA = pool(urlA, 2)
   adminB = pool(urlB, 2)
-  await installPostgres(poolA, { layout: instagram, shards: '0-9' })
-  await installPostgres(poolA, { layout: instagram, shards: [7, 17], cache: 100 })
+  await installPostgres(poolA, { sharding, shards: '0-9' })
+  await installPostgres(poolA, { sharding, shards: [7, 17], cache: 100 })
 })
 afterAll(async () => {
   for (const p of [poolA, poolB, adminA, adminB]) await p.end()
@@ -99,7 +100,7 @@ async function failure(url: string, sql: string): Promise<{ code: string; messag
   return { code: error!.code, message: error!.message }
 }
 
-describe('moveShards: the reviewer scenario (a burst ahead of the clock on A, then B)', () => {
+describe('movePostgresShards: the reviewer scenario (a burst ahead of the clock on A, then B)', () => {
   it('runs on two different servers when the global setup could start one', async () => {
     const [a] = await raw<{ port: number }>(urlA, `SELECT current_setting('port')::int AS port`)
     const [b] = await raw<{ port: number }>(urlB, `SELECT current_setting('port')::int AS port`)
@@ -109,7 +110,7 @@ describe('moveShards: the reviewer scenario (a burst ahead of the clock on A, th
 
   it('B continues above everything A issued: zero repeats', async () => {
     // B holds the shard already, installed where the sequence starts at the clock.
-    await installPostgres(poolB, { layout: instagram, shards: [5] })
+    await installPostgres(poolB, { sharding, shards: [5] })
     const [burst] = await raw<{ lo: string; hi: string; n: number }>(
       urlA,
       'SELECT min(x)::text AS lo, max(x)::text AS hi, count(*)::int AS n FROM shard_5.next_ids(1000000) AS x',
@@ -118,31 +119,30 @@ describe('moveShards: the reviewer scenario (a burst ahead of the clock on A, th
     const hi = sequenceValue(BigInt(burst!.hi))
     const lo = sequenceValue(BigInt(burst!.lo))
     const progress: MoveProgress[] = []
-    const result = await moveShards({
+    const result = await movePostgresShards({
       from: adminA,
       to: adminB,
-      layout: instagram,
+      sharding,
       shards: [5],
       onProgress: (p) => progress.push(p),
     })
     const [moved] = result.shards
     expect(moved!.shard).toBe(5)
     expect(moved!.resumed).toBe(false)
-    expect(progress).toEqual([{ done: 1, total: 1, shard: 5, fence: moved!.fence }])
+    expect(progress).toEqual([{ done: 1, total: 1, shard: 5, fencedAt: moved!.fencedAt }])
     // L covers the burst; A's sequence can no longer pass it, B's stands at or above it.
-    expect(moved!.fence >= hi).toBe(true)
-    expect(await seqState(urlA, 5)).toEqual({ last: hi, max: moved!.fence })
-    expect((await seqState(urlB, 5)).last).toBe(moved!.fence)
-    expect(moved!.sequence).toBe(moved!.fence)
+    expect(moved!.fencedAt >= hi).toBe(true)
+    expect(await seqState(urlA, 5)).toEqual({ last: hi, max: moved!.fencedAt })
+    expect((await seqState(urlB, 5)).last).toBe(moved!.fencedAt)
     const row = await shardRow(urlA, 5)
     expect(row!.retired).toBe(true)
-    expect(row!.fence).toBe(moved!.fence.toString())
+    expect(row!.fence).toBe(moved!.fencedAt.toString())
     expect(row!.moved_to).toMatch(/^database sf_pg_move_b/)
 
     // The shard map now says B; 30,000 IDs from there.
     const after = new PostgresSource({
-      layout: instagram,
-      databases: new ShardMap<SqlClient>(instagram, [
+      sharding,
+      databases: new ShardMap<SqlClient>(sharding, [
         { from: 0, to: 4, target: poolA },
         { from: 5, to: 5, target: poolB },
         { from: 6, to: 9, target: poolA },
@@ -152,11 +152,11 @@ describe('moveShards: the reviewer scenario (a burst ahead of the clock on A, th
     for (let i = 0; i < 30; i++) fresh.push(...(await after.nextIds(5, 1000)))
     const inBurst = fresh.filter((id) => sequenceValue(id) >= lo && sequenceValue(id) <= hi)
     expect(inBurst).toHaveLength(0)
-    for (const id of fresh) expect(sequenceValue(id) > moved!.fence).toBe(true)
+    for (const id of fresh) expect(sequenceValue(id) > moved!.fencedAt).toBe(true)
     expect(new Set(fresh).size).toBe(30_000)
 
     // The old map still pointing at A gets a clear error, not IDs.
-    const before = new PostgresSource({ layout: instagram, databases: poolA })
+    const before = new PostgresSource({ sharding, databases: poolA })
     const stale = await before.nextIds(5, 10).catch((e: unknown) => e)
     expect(stale).toBeInstanceOf(ShardMovedError)
     expect(stale).toMatchObject({ code: 'SHARD_MOVED', shard: 5 })
@@ -167,216 +167,229 @@ describe('moveShards: the reviewer scenario (a burst ahead of the clock on A, th
 describe.each([
   { shard: 6, cache: 1 },
   { shard: 7, cache: 100 },
-])('moveShards under concurrent draws on A (shard $shard, CACHE $cache)', ({ shard, cache }) => {
-  const table = `hammer_${shard}`
-  const fromA: bigint[] = []
-  const fromB: bigint[] = []
-  let fence = 0n
+])(
+  'movePostgresShards under concurrent draws on A (shard $shard, CACHE $cache)',
+  ({ shard, cache }) => {
+    const table = `hammer_${shard}`
+    const fromA: bigint[] = []
+    const fromB: bigint[] = []
+    let fence = 0n
 
-  it('draws on A during the move succeed at or below L or fail with SF005; B issues above L; all distinct', async () => {
-    await raw(
-      urlA,
-      `CREATE TABLE ${table} (id bigint PRIMARY KEY DEFAULT shard_${shard}.next_id(), session int NOT NULL)`,
-    )
-    const { reserveFrom } = resolveSqlOptions({ layout: instagram })
-    const codes = new Map<string, number>()
-    const boundErrors: string[] = []
-    const inserted: bigint[] = []
-    let rounds = 0
-    let moving: Promise<unknown> | undefined
-    let moveFailed = false
-    const sessions = Array.from({ length: 8 }, async (_, session) => {
-      const client = await poolA.connect()
-      const got: bigint[] = []
-      let refused = 0
-      try {
-        for (let round = 0; refused < 3 && !moveFailed; round++) {
-          const op = (round + session) % 5
-          const sql =
-            op === 0
-              ? `SELECT shard_${shard}.next_id()::text AS id FROM generate_series(1, 50)`
-              : op === 1
-                ? `SELECT x::text AS id FROM shard_${shard}.next_ids(7) x`
-                : op === 2
-                  ? `SELECT x::text AS id FROM shard_${shard}.next_ids(${reserveFrom + 372}) x`
-                  : op === 3
-                    ? `INSERT INTO ${table} (session) SELECT ${session} FROM generate_series(1, 100) RETURNING id::text AS id`
-                    : `SELECT shard_${shard}.next_id()::text AS id`
-          try {
-            const batch = ids((await client.query(sql)).rows)
-            got.push(...batch)
-            if (op === 3) inserted.push(...batch)
-          } catch (error) {
-            const code = String((error as { code?: unknown }).code)
-            codes.set(code, (codes.get(code) ?? 0) + 1)
-            refused++
-            // A call already running when the fence committed may meet the sequence's end.
-            if (code === '2200H' || code === '22003') boundErrors.push((error as Error).message)
-            else if (code !== 'SF005') throw error
-          }
-          rounds++
-          // The move starts once every session is drawing.
-          if (rounds === 8 * 20 && !moving) {
-            moving = moveShards({ from: adminA, to: adminB, layout: instagram, shards: [shard] })
-            moving.catch(() => {
-              moveFailed = true
-            })
-          }
-        }
-      } finally {
-        client.release()
-      }
-      return got
-    })
-    fromA.push(...(await Promise.all(sessions)).flat())
-    const result = (await moving) as Awaited<ReturnType<typeof moveShards>>
-    fence = result.shards[0]!.fence
-    // Every session drew before the fence and was refused after it: SF005, or, for a call that
-    // was already running the old body, the sequence's bound at exactly L (never an ID above L).
-    expect(fromA.length).toBeGreaterThan(8 * 20 * 20)
-    expect([...codes.values()].reduce((a, b) => a + b, 0)).toBe(8 * 3)
-    expect(codes.get('SF005')).toBeGreaterThan(0)
-    for (const code of codes.keys()) expect(['SF005', '2200H', '22003']).toContain(code)
-    for (const message of boundErrors) {
-      expect(message).toMatch(new RegExp(`sequence "id_seq" \\((${fence}|0\\.\\.${fence})\\)`))
-    }
-    // Nothing A issued passed L; A's sequence cannot; B's is at L or above.
-    for (const id of fromA) expect(sequenceValue(id) <= fence).toBe(true)
-    expect((await seqState(urlA, shard)).max).toBe(fence)
-    expect((await seqState(urlB, shard)).last >= fence).toBe(true)
-    // B: its sequence cache is A's (the move keeps it), and every ID it issues is above L.
-    const [seq] = await raw<{ cache: string }>(
-      urlB,
-      `SELECT seqcache::text AS cache FROM pg_sequence WHERE seqrelid = 'shard_${shard}.id_seq'::regclass`,
-    )
-    expect(seq!.cache).toBe(String(cache))
-    const source = new PostgresSource({ layout: instagram, databases: poolB })
-    for (let i = 0; i < 10; i++) fromB.push(...(await source.nextIds(shard, 1000)))
-    fromB.push(
-      ...ids(
-        await raw(urlB, `SELECT shard_${shard}.next_id()::text AS id FROM generate_series(1, 500)`),
-      ),
-    )
-    for (const id of fromB) expect(sequenceValue(id) > fence).toBe(true)
-    const all = [...fromA, ...fromB]
-    expect(new Set(all).size).toBe(all.length)
-    // The rows inserted on A are exactly the IDs the inserts returned.
-    const [count] = await raw<{ n: string; d: string }>(
-      urlA,
-      `SELECT count(*)::text AS n, count(DISTINCT id)::text AS d FROM ${table}`,
-    )
-    expect(count).toEqual({ n: String(inserted.length), d: String(inserted.length) })
-    for (const url of [urlA, urlB]) {
-      const [locks] = await raw<{ n: string }>(
-        url,
-        `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory'`,
+    it('draws on A during the move succeed at or below L or fail with SF005; B issues above L; all distinct', async () => {
+      await raw(
+        urlA,
+        `CREATE TABLE ${table} (id bigint PRIMARY KEY DEFAULT shard_${shard}.next_id(), session int NOT NULL)`,
       )
-      expect(locks!.n).toBe('0')
-    }
-  })
-
-  it('A refuses afterwards: next_id(), next_ids(n), DEFAULT inserts (SF005); its sequence stops at L', async () => {
-    for (const sql of [
-      `SELECT shard_${shard}.next_id()`,
-      `SELECT shard_${shard}.next_ids(3)`,
-      `SELECT shard_${shard}.next_ids(5000)`,
-      `SELECT shard_${shard}._reserve(10)`,
-      `SELECT shard_${shard}._catch_up()`,
-      `SELECT shard_${shard}._advance_to(0)`,
-      `SELECT shard_${shard}._compose(1)`,
-      `INSERT INTO ${table} (session) VALUES (1)`,
-    ]) {
-      const { code, message } = await failure(urlA, sql)
-      expect(code).toBe('SF005')
-      expect(message).toMatch(
-        new RegExp(
-          `logical shard ${shard} moved to another database \\(database sf_pg_move_b.*\\) on .*; update the shard map`,
+      const { reserveFrom } = resolveSqlOptions({ sharding })
+      const codes = new Map<string, number>()
+      const boundErrors: string[] = []
+      const inserted: bigint[] = []
+      let rounds = 0
+      let moving: Promise<unknown> | undefined
+      let moveFailed = false
+      const sessions = Array.from({ length: 8 }, async (_, session) => {
+        const client = await poolA.connect()
+        const got: bigint[] = []
+        let refused = 0
+        try {
+          for (let round = 0; refused < 3 && !moveFailed; round++) {
+            const op = (round + session) % 5
+            const sql =
+              op === 0
+                ? `SELECT shard_${shard}.next_id()::text AS id FROM generate_series(1, 50)`
+                : op === 1
+                  ? `SELECT x::text AS id FROM shard_${shard}.next_ids(7) x`
+                  : op === 2
+                    ? `SELECT x::text AS id FROM shard_${shard}.next_ids(${reserveFrom + 372}) x`
+                    : op === 3
+                      ? `INSERT INTO ${table} (session) SELECT ${session} FROM generate_series(1, 100) RETURNING id::text AS id`
+                      : `SELECT shard_${shard}.next_id()::text AS id`
+            try {
+              const batch = ids((await client.query(sql)).rows)
+              got.push(...batch)
+              if (op === 3) inserted.push(...batch)
+            } catch (error) {
+              const code = String((error as { code?: unknown }).code)
+              codes.set(code, (codes.get(code) ?? 0) + 1)
+              refused++
+              // A call already running when the fence committed may meet the sequence's end.
+              if (code === '2200H' || code === '22003') boundErrors.push((error as Error).message)
+              else if (code !== 'SF005') throw error
+            }
+            rounds++
+            // The move starts once every session is drawing.
+            if (rounds === 8 * 20 && !moving) {
+              moving = movePostgresShards({ from: adminA, to: adminB, sharding, shards: [shard] })
+              moving.catch(() => {
+                moveFailed = true
+              })
+            }
+          }
+        } finally {
+          client.release()
+        }
+        return got
+      })
+      fromA.push(...(await Promise.all(sessions)).flat())
+      const result = (await moving) as Awaited<ReturnType<typeof movePostgresShards>>
+      fence = result.shards[0]!.fencedAt
+      // Every session drew before the fence and was refused after it: SF005, or, for a call that
+      // was already running the old body, the sequence's bound at exactly L (never an ID above L).
+      expect(fromA.length).toBeGreaterThan(8 * 20 * 20)
+      expect([...codes.values()].reduce((a, b) => a + b, 0)).toBe(8 * 3)
+      expect(codes.get('SF005')).toBeGreaterThan(0)
+      for (const code of codes.keys()) expect(['SF005', '2200H', '22003']).toContain(code)
+      for (const message of boundErrors) {
+        expect(message).toMatch(new RegExp(`sequence "id_seq" \\((${fence}|0\\.\\.${fence})\\)`))
+      }
+      // Nothing A issued passed L; A's sequence cannot; B's is at L or above.
+      for (const id of fromA) expect(sequenceValue(id) <= fence).toBe(true)
+      expect((await seqState(urlA, shard)).max).toBe(fence)
+      expect((await seqState(urlB, shard)).last >= fence).toBe(true)
+      // B: its sequence cache is A's (the move keeps it), and every ID it issues is above L.
+      const [seq] = await raw<{ cache: string }>(
+        urlB,
+        `SELECT seqcache::text AS cache FROM pg_sequence WHERE seqrelid = 'shard_${shard}.id_seq'::regclass`,
+      )
+      expect(seq!.cache).toBe(String(cache))
+      const source = new PostgresSource({ sharding, databases: poolB })
+      for (let i = 0; i < 10; i++) fromB.push(...(await source.nextIds(shard, 1000)))
+      fromB.push(
+        ...ids(
+          await raw(
+            urlB,
+            `SELECT shard_${shard}.next_id()::text AS id FROM generate_series(1, 500)`,
+          ),
         ),
       )
-    }
-    // Even nextval by hand ends at L: the sequence itself is fenced.
-    const room = fence - (await seqState(urlA, shard)).last
-    const { code } = await failure(
-      urlA,
-      `SELECT nextval('shard_${shard}.id_seq') FROM generate_series(1, ${room + 10n})`,
-    )
-    expect(code).toBe('2200H')
-    expect(await seqState(urlA, shard)).toEqual({ last: fence, max: fence })
-    const { code: setCode } = await failure(
-      urlA,
-      `SELECT setval('shard_${shard}.id_seq', ${fence + 1n})`,
-    )
-    expect(setCode).toBe('22003')
-    expect(await readInstalledShards(poolA)).not.toContain(shard)
-    expect(await readInstalledShards(poolA, { includeRetired: true })).toContain(shard)
-  })
-
-  it('re-installing the retired shard on A is refused (installer, raw script, even statement by statement)', async () => {
-    const error = await installPostgres(poolA, { layout: instagram, shards: [shard], cache }).catch(
-      (e: unknown) => e,
-    )
-    expect(error).toBeInstanceOf(ConfigurationError)
-    expect((error as Error).message).toMatch(
-      new RegExp(`logical shard ${shard} moved from this database to another one`),
-    )
-    const script = postgresSql({ layout: instagram, shards: [shard], cache })
-    const { code } = await failure(urlA, script)
-    expect(code).toBe('SF005')
-    // Run the script the way psql without -1 and ON_ERROR_STOP does: each statement on its own,
-    // errors ignored. The functions come back, the sequence's fence does not.
-    const client = new pg.Client({ connectionString: urlA })
-    await client.connect()
-    const failed: string[] = []
-    try {
-      for (const statement of statements(script)) {
-        await client.query(statement).catch((e: { code: string }) => failed.push(e.code))
+      for (const id of fromB) expect(sequenceValue(id) > fence).toBe(true)
+      const all = [...fromA, ...fromB]
+      expect(new Set(all).size).toBe(all.length)
+      // The rows inserted on A are exactly the IDs the inserts returned.
+      const [count] = await raw<{ n: string; d: string }>(
+        urlA,
+        `SELECT count(*)::text AS n, count(DISTINCT id)::text AS d FROM ${table}`,
+      )
+      expect(count).toEqual({ n: String(inserted.length), d: String(inserted.length) })
+      for (const url of [urlA, urlB]) {
+        const [locks] = await raw<{ n: string }>(
+          url,
+          `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory'`,
+        )
+        expect(locks!.n).toBe('0')
       }
-    } finally {
-      await client.end()
-    }
-    expect(failed).toContain('SF005')
-    expect((await seqState(urlA, shard)).max).toBe(fence)
-    const { code: revived } = await failure(
-      urlA,
-      `SELECT shard_${shard}.next_id() FROM generate_series(1, 3000)`,
-    )
-    expect(['2200H', '22003']).toContain(revived)
-    expect(await seqState(urlA, shard)).toEqual({ last: fence, max: fence })
-    expect((await shardRow(urlA, shard))!.retired).toBe(true)
-  })
+    })
 
-  it('running the move again is safe: the fence stays, B never moves back', async () => {
-    const before = await seqState(urlB, shard)
-    const again = await moveShards({ from: adminA, to: adminB, layout: instagram, shards: [shard] })
-    expect(again.shards[0]).toMatchObject({ shard, fence, resumed: true })
-    expect((await seqState(urlA, shard)).max).toBe(fence)
-    expect((await seqState(urlB, shard)).last >= before.last).toBe(true)
-    const more = ids(await raw(urlB, `SELECT x::text AS id FROM shard_${shard}.next_ids(2000) x`))
-    fromB.push(...more)
-    const all = [...fromA, ...fromB]
-    expect(new Set(all).size).toBe(all.length)
-  })
+    it('A refuses afterwards: next_id(), next_ids(n), DEFAULT inserts (SF005); its sequence stops at L', async () => {
+      for (const sql of [
+        `SELECT shard_${shard}.next_id()`,
+        `SELECT shard_${shard}.next_ids(3)`,
+        `SELECT shard_${shard}.next_ids(5000)`,
+        `SELECT shard_${shard}._reserve(10)`,
+        `SELECT shard_${shard}._catch_up()`,
+        `SELECT shard_${shard}._advance_to(0)`,
+        `SELECT shard_${shard}._compose(1)`,
+        `INSERT INTO ${table} (session) VALUES (1)`,
+      ]) {
+        const { code, message } = await failure(urlA, sql)
+        expect(code).toBe('SF005')
+        expect(message).toMatch(
+          new RegExp(
+            `logical shard ${shard} moved to another database \\(database sf_pg_move_b.*\\) on .*; update the shard map`,
+          ),
+        )
+      }
+      // Even nextval by hand ends at L: the sequence itself is fenced.
+      const room = fence - (await seqState(urlA, shard)).last
+      const { code } = await failure(
+        urlA,
+        `SELECT nextval('shard_${shard}.id_seq') FROM generate_series(1, ${room + 10n})`,
+      )
+      expect(code).toBe('2200H')
+      expect(await seqState(urlA, shard)).toEqual({ last: fence, max: fence })
+      const { code: setCode } = await failure(
+        urlA,
+        `SELECT setval('shard_${shard}.id_seq', ${fence + 1n})`,
+      )
+      expect(setCode).toBe('22003')
+      expect(await readInstalledShards(poolA)).not.toContain(shard)
+      expect(await readInstalledShards(poolA, { includeRetired: true })).toContain(shard)
+    })
 
-  it('moving it back to A lifts A’s fence; A continues above B’s', async () => {
-    const back = await moveShards({ from: adminB, to: adminA, layout: instagram, shards: [shard] })
-    const fenceB = back.shards[0]!.fence
-    expect(fenceB > fence).toBe(true)
-    for (const id of fromB) expect(sequenceValue(id) <= fenceB).toBe(true)
-    expect((await shardRow(urlA, shard))!.retired).toBe(false)
-    expect((await shardRow(urlB, shard))!.retired).toBe(true)
-    const again = ids(await raw(urlA, `SELECT x::text AS id FROM shard_${shard}.next_ids(3000) x`))
-    for (const id of again) expect(sequenceValue(id) > fenceB).toBe(true)
-    const [row] = await raw<{ id: string }>(urlA, `SELECT shard_${shard}.next_id()::text AS id`)
-    const all = [...fromA, ...fromB, ...again, BigInt(row!.id)]
-    expect(new Set(all).size).toBe(all.length)
-    expect((await failure(urlB, `SELECT shard_${shard}.next_id()`)).code).toBe('SF005')
-  })
-})
+    it('re-installing the retired shard on A is refused (installer, raw script, even statement by statement)', async () => {
+      const error = await installPostgres(poolA, { sharding, shards: [shard], cache }).catch(
+        (e: unknown) => e,
+      )
+      expect(error).toBeInstanceOf(ShardMovedError)
+      expect((error as Error).message).toMatch(
+        new RegExp(`shard\\(s\\) ${shard} moved from this database to another one`),
+      )
+      const script = postgresSql({ sharding, shards: [shard], cache })
+      const { code } = await failure(urlA, script)
+      expect(code).toBe('SF005')
+      // Run the script the way psql without -1 and ON_ERROR_STOP does: each statement on its own,
+      // errors ignored. The functions come back, the sequence's fence does not.
+      const client = new pg.Client({ connectionString: urlA })
+      await client.connect()
+      const failed: string[] = []
+      try {
+        for (const statement of statements(script)) {
+          await client.query(statement).catch((e: { code: string }) => failed.push(e.code))
+        }
+      } finally {
+        await client.end()
+      }
+      expect(failed).toContain('SF005')
+      expect((await seqState(urlA, shard)).max).toBe(fence)
+      const { code: revived } = await failure(
+        urlA,
+        `SELECT shard_${shard}.next_id() FROM generate_series(1, 3000)`,
+      )
+      expect(['2200H', '22003']).toContain(revived)
+      expect(await seqState(urlA, shard)).toEqual({ last: fence, max: fence })
+      expect((await shardRow(urlA, shard))!.retired).toBe(true)
+    })
 
-describe('moveShards: crash half-way, locks, and refusals', () => {
+    it('running the move again is safe: the fence stays, B never moves back', async () => {
+      const before = await seqState(urlB, shard)
+      const again = await movePostgresShards({
+        from: adminA,
+        to: adminB,
+        sharding,
+        shards: [shard],
+      })
+      expect(again.shards[0]).toMatchObject({ shard, fencedAt: fence, resumed: true })
+      expect((await seqState(urlA, shard)).max).toBe(fence)
+      expect((await seqState(urlB, shard)).last >= before.last).toBe(true)
+      const more = ids(await raw(urlB, `SELECT x::text AS id FROM shard_${shard}.next_ids(2000) x`))
+      fromB.push(...more)
+      const all = [...fromA, ...fromB]
+      expect(new Set(all).size).toBe(all.length)
+    })
+
+    it('moving it back to A lifts A’s fence; A continues above B’s', async () => {
+      const back = await movePostgresShards({ from: adminB, to: adminA, sharding, shards: [shard] })
+      const fenceB = back.shards[0]!.fencedAt
+      expect(fenceB > fence).toBe(true)
+      for (const id of fromB) expect(sequenceValue(id) <= fenceB).toBe(true)
+      expect((await shardRow(urlA, shard))!.retired).toBe(false)
+      expect((await shardRow(urlB, shard))!.retired).toBe(true)
+      const again = ids(
+        await raw(urlA, `SELECT x::text AS id FROM shard_${shard}.next_ids(3000) x`),
+      )
+      for (const id of again) expect(sequenceValue(id) > fenceB).toBe(true)
+      const [row] = await raw<{ id: string }>(urlA, `SELECT shard_${shard}.next_id()::text AS id`)
+      const all = [...fromA, ...fromB, ...again, BigInt(row!.id)]
+      expect(new Set(all).size).toBe(all.length)
+      expect((await failure(urlB, `SELECT shard_${shard}.next_id()`)).code).toBe('SF005')
+    })
+  },
+)
+
+describe('movePostgresShards: crash half-way, locks, and refusals', () => {
   it('resumes after a crash between the fence and the arrival', async () => {
     // What a move that died after fencing shard 8 on A leaves behind.
-    const o = resolveSqlOptions({ layout: instagram })
+    const o = resolveSqlOptions({ sharding })
     const client = new pg.Client({ connectionString: urlA })
     await client.connect()
     try {
@@ -393,8 +406,12 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
       `SELECT to_regnamespace('shard_8') IS NOT NULL AS present`,
     )
     expect(absent!.present).toBe(false)
-    const result = await moveShards({ from: adminA, to: adminB, layout: instagram, shards: [8] })
-    expect(result.shards[0]).toMatchObject({ shard: 8, resumed: true, fence: BigInt(half!.fence!) })
+    const result = await movePostgresShards({ from: adminA, to: adminB, sharding, shards: [8] })
+    expect(result.shards[0]).toMatchObject({
+      shard: 8,
+      resumed: true,
+      fencedAt: BigInt(half!.fence!),
+    })
     const [first] = await raw<{ id: string }>(urlB, 'SELECT shard_8.next_id()::text AS id')
     expect(sequenceValue(BigInt(first!.id)) > BigInt(half!.fence!)).toBe(true)
   })
@@ -405,14 +422,14 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
     try {
       await holder.query('BEGIN')
       await holder.query('SELECT shard_9.next_id()')
-      const error = await moveShards({
+      const error = await movePostgresShards({
         from: adminA,
         to: adminB,
-        layout: instagram,
+        sharding,
         shards: [9],
         lockTimeoutMs: 300,
       }).catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(SourceUnavailableError)
+      expect(error).toBeInstanceOf(LockTimeoutError)
       expect((error as Error).message).toMatch(
         /shard 9: a lock on the old database was not granted within 300 ms.*Nothing of this shard was changed/,
       )
@@ -436,12 +453,12 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
     const urlD = await createDatabase('sf_pg_move_d')
     const adminC = pool(urlD, 2)
     try {
-      await moveShards({ from: adminA, to: adminB, layout: instagram, shards: [3] })
-      await moveShards({ from: adminB, to: adminC, layout: instagram, shards: [3] })
-      const elsewhere = await moveShards({
+      await movePostgresShards({ from: adminA, to: adminB, sharding, shards: [3] })
+      await movePostgresShards({ from: adminB, to: adminC, sharding, shards: [3] })
+      const elsewhere = await movePostgresShards({
         from: adminA,
         to: adminC,
-        layout: instagram,
+        sharding,
         shards: [3],
       })
         .then(() => undefined)
@@ -449,7 +466,7 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
       expect(elsewhere).toBeInstanceOf(ConfigurationError)
       expect((elsewhere as Error).message).toMatch(/already moved from the old database .* to /)
       // Re-running the old A -> B move would lift B's fence: the shard would live on B and C.
-      const stale = await moveShards({ from: adminA, to: adminB, layout: instagram, shards: [3] })
+      const stale = await movePostgresShards({ from: adminA, to: adminB, sharding, shards: [3] })
         .then(() => undefined)
         .catch((e: unknown) => e)
       expect(stale).toBeInstanceOf(ConfigurationError)
@@ -467,7 +484,7 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
   it('refuses the same database, shards not on from, other layouts and hostile names, changing nothing', async () => {
     const sameDb = pool(urlA, 1)
     try {
-      const same = await moveShards({ from: adminA, to: sameDb, layout: instagram, shards: [1] })
+      const same = await movePostgresShards({ from: adminA, to: sameDb, sharding, shards: [1] })
         .then(() => undefined)
         .catch((e: unknown) => e)
       expect(same).toBeInstanceOf(ConfigurationError)
@@ -475,14 +492,14 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
     } finally {
       await sameDb.end()
     }
-    const identical = await moveShards({ from: adminA, to: adminA, layout: instagram, shards: [1] })
+    const identical = await movePostgresShards({ from: adminA, to: adminA, sharding, shards: [1] })
       .then(() => undefined)
       .catch((e: unknown) => e)
     expect(identical).toBeInstanceOf(ConfigurationError)
-    const missing = await moveShards({
+    const missing = await movePostgresShards({
       from: adminA,
       to: adminB,
-      layout: instagram,
+      sharding,
       shards: '1-2,42',
     }).catch((e: unknown) => e)
     expect(missing).toBeInstanceOf(ConfigurationError)
@@ -494,24 +511,29 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
       shardBits: 13,
       sequenceBits: 10,
     })
-    const wrongLayout = await moveShards({
+    const wrongLayout = await movePostgresShards({
       from: adminA,
       to: adminB,
-      layout: other,
+      sharding: defineSharding({ layout: other, logicalShards: 2000 }),
       shards: [1],
     }).catch((e: unknown) => e)
-    expect(wrongLayout).toBeInstanceOf(LayoutMismatchError)
+    expect(wrongLayout).toBeInstanceOf(ShardingMismatchError)
     const poolC = pool(urlC, 2)
     try {
-      await installPostgres(poolC, { layout: other, shards: [3] })
-      const mismatch = await moveShards({
+      await installPostgres(poolC, {
+        sharding: defineSharding({ layout: other, logicalShards: 2000 }),
+        shards: [3],
+      })
+      const mismatch = await movePostgresShards({
         from: adminA,
         to: poolC,
-        layout: instagram,
+        sharding,
         shards: [1],
       }).catch((e: unknown) => e)
-      expect(mismatch).toBeInstanceOf(LayoutMismatchError)
-      expect((mismatch as Error).message).toMatch(/new database \(to\) holds layout "other"/)
+      expect(mismatch).toBeInstanceOf(ShardingMismatchError)
+      expect((mismatch as Error).message).toMatch(
+        /new database "sf_pg_move_c_\w+" \(to\) uses layout "other"/,
+      )
       const [c] = await raw<{ present: boolean }>(
         urlC,
         `SELECT to_regnamespace('shard_1') IS NOT NULL AS present`,
@@ -522,10 +544,10 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
     }
     for (const bad of ['x"; DROP TABLE t; --', 'Shard', 'a b']) {
       await expect(
-        moveShards({ from: adminA, to: adminB, layout: instagram, shards: [1], schemaPrefix: bad }),
+        movePostgresShards({ from: adminA, to: adminB, sharding, shards: [1], schemaPrefix: bad }),
       ).rejects.toBeInstanceOf(InvalidIdentifierError)
       await expect(
-        moveShards({ from: adminA, to: adminB, layout: instagram, shards: [1], schema: bad }),
+        movePostgresShards({ from: adminA, to: adminB, sharding, shards: [1], schema: bad }),
       ).rejects.toBeInstanceOf(InvalidIdentifierError)
     }
     // Shard 1 still lives on A, and only there.
@@ -541,7 +563,7 @@ describe('moveShards: crash half-way, locks, and refusals', () => {
 
 describe('_advance_to (a move of the sequence on the new home)', () => {
   it('draws running during repeated advances stay distinct, and a draw after an advance is above it', async () => {
-    await installPostgres(poolB, { layout: instagram, shards: [30] })
+    await installPostgres(poolB, { sharding, shards: [30] })
     let stop = false
     const drawers = Array.from({ length: 6 }, async (_, session) => {
       const client = await poolB.connect()

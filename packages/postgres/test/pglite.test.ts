@@ -1,13 +1,15 @@
 import { PGlite } from '@electric-sql/pglite'
-import { defineLayout, instagram, LayoutMismatchError } from '@shardflake/core'
+import { defineLayout, defineSharding, instagram, ShardingMismatchError } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   defaultClause,
   installPostgres,
-  moveShards,
+  movePostgresShards,
   PostgresSource,
   postgresSql,
 } from '../src/index'
+
+const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
 
 /** The same SQL and source on embedded PostgreSQL (PGlite, WASM). */
 let db: PGlite
@@ -22,17 +24,20 @@ afterAll(async () => {
 
 describe('PGlite', () => {
   it('installs with the installer, and refuses another layout', async () => {
-    await installPostgres(db, { layout: instagram, shards: '0-3' })
-    await installPostgres(db, { layout: instagram, shards: '0-3' })
+    await installPostgres(db, { sharding, shards: '0-3' })
+    await installPostgres(db, { sharding, shards: '0-3' })
     const other = defineLayout({
       epoch: '2024-01-01T00:00:00Z',
       timeBits: 41,
       shardBits: 13,
       sequenceBits: 10,
     })
-    await expect(installPostgres(db, { layout: other, shards: [9] })).rejects.toBeInstanceOf(
-      LayoutMismatchError,
-    )
+    await expect(
+      installPostgres(db, {
+        sharding: defineSharding({ layout: other, logicalShards: 64 }),
+        shards: [9],
+      }),
+    ).rejects.toBeInstanceOf(ShardingMismatchError)
     const { rows } = await db.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM shardflake.shards',
     )
@@ -40,7 +45,7 @@ describe('PGlite', () => {
   })
 
   it('runs the generated script as is (exec)', async () => {
-    await db.exec(postgresSql({ layout: instagram, shards: [10] }))
+    await db.exec(postgresSql({ sharding, shards: [10] }))
     const { rows } = await db.query<{ id: string }>('SELECT shard_10.next_id()::text AS id')
     expect(instagram.shardOf(rows[0]!.id)).toBe(10)
   })
@@ -52,7 +57,7 @@ describe('PGlite', () => {
       'SELECT count(*)::int AS n, count(DISTINCT id)::int AS d, max(shardflake.shardflake_shard(id)) AS s FROM posts',
     )
     expect(rows[0]).toEqual({ n: 5000, d: 5000, s: 2 })
-    const source = new PostgresSource({ layout: instagram, databases: db, prefetch: { size: 50 } })
+    const source = new PostgresSource({ sharding, databases: db, prefetch: { size: 50 } })
     const batch = await source.nextIds(2, 20_000)
     const singles = await Promise.all(Array.from({ length: 100 }, () => source.nextId(1)))
     expect(new Set(batch).size).toBe(20_000)
@@ -70,13 +75,10 @@ describe('PGlite', () => {
       const before = (
         await db.query<{ id: string }>('SELECT x::text AS id FROM shard_3.next_ids(3000) x')
       ).rows.map((r) => BigInt(r.id))
-      const result = await moveShards({ from: db, to: other, layout: instagram, shards: [3] })
-      const fence = result.shards[0]!.fence
+      const result = await movePostgresShards({ from: db, to: other, sharding, shards: [3] })
+      const fence = result.shards[0]!.fencedAt
       await expect(db.query('SELECT shard_3.next_id()')).rejects.toMatchObject({ code: 'SF005' })
-      const after = await new PostgresSource({ layout: instagram, databases: other }).nextIds(
-        3,
-        3000,
-      )
+      const after = await new PostgresSource({ sharding, databases: other }).nextIds(3, 3000)
       const value = (id: bigint) => ((id >> 23n) << 10n) | (id & 1023n)
       for (const id of before) expect(value(id) <= fence).toBe(true)
       for (const id of after) expect(value(id) > fence).toBe(true)

@@ -1,16 +1,17 @@
 import {
   ClockMovedBackwardsError,
   defineLayout,
+  defineSharding,
   InvalidIdentifierError,
   instagram,
-  LayoutMismatchError,
+  ShardingMismatchError,
   ShardMap,
   ShardOutOfRangeError,
 } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
-import { createDatabase, dropDatabase, PG_URL, raw } from './helpers'
+import { createDatabase, dropDatabase, PG_URL, raw, sharding } from './helpers'
 
 /**
  * Logical shards 0-3 on database A and 4-7 on database B: B is on a second, real PostgreSQL
@@ -46,8 +47,8 @@ beforeAll(async () => {
   poolA.on('error', () => undefined) // terminated by DROP DATABASE ... FORCE at teardown
   poolB = new pg.Pool({ connectionString: urlB, max: 8 })
   poolB.on('error', () => undefined)
-  await installPostgres(poolA, { layout: instagram, shards: '0-3' })
-  await installPostgres(poolB, { layout: instagram, shards: '4-7' })
+  await installPostgres(poolA, { sharding, shards: '0-3' })
+  await installPostgres(poolB, { sharding, shards: '4-7' })
 })
 afterAll(async () => {
   await poolA.end()
@@ -65,12 +66,12 @@ describe('PostgresSource over two physical databases', () => {
   })
 
   it('fetches each shard from the database holding it, and routes rows with poolFor/poolForId', async () => {
-    const map = new ShardMap<SqlClient>(instagram, [
+    const map = new ShardMap<SqlClient>(sharding, [
       { from: 0, to: 3, target: poolA },
       { from: 4, to: 7, target: poolB },
     ])
-    const source = new PostgresSource({ layout: instagram, databases: map })
-    expect(source.logicalShards).toBe(8)
+    const source = new PostgresSource({ sharding, databases: map })
+    expect(source.shardMap).toBe(map)
     for (const shard of [1, 6]) {
       const ids = await source.nextIds(shard, 500)
       expect(new Set(ids).size).toBe(500)
@@ -98,7 +99,7 @@ describe('PostgresSource over two physical databases', () => {
   })
 
   it('returns IDs above 2^53 exactly (strings to bigint, never number)', async () => {
-    const source = new PostgresSource({ layout: instagram, databases: poolA })
+    const source = new PostgresSource({ sharding, databases: poolA })
     const ids = await source.nextIds(2, 50)
     const last = ids.at(-1)!
     const [row] = await raw<{ max: string }>(
@@ -119,7 +120,7 @@ describe('PostgresSource over two physical databases', () => {
   it('prefetch: single IDs cost one round trip per buffer, and stale buffers are dropped', async () => {
     const client = counting(poolA)
     const source = new PostgresSource({
-      layout: instagram,
+      sharding,
       databases: client,
       prefetch: { size: 20, maxAgeMs: 200 },
     })
@@ -139,7 +140,7 @@ describe('PostgresSource over two physical databases', () => {
 
   it('checks the layout recorded in each database once, and refuses another one', async () => {
     const client = counting(poolA)
-    const source = new PostgresSource({ layout: instagram, databases: client })
+    const source = new PostgresSource({ sharding, databases: client })
     await source.nextIds(1, 3)
     const checks = client.other
     expect(checks).toBeGreaterThan(0)
@@ -154,27 +155,30 @@ describe('PostgresSource over two physical databases', () => {
       shardBits: 13,
       sequenceBits: 10,
     })
-    const wrong = new PostgresSource({ layout: other, databases: poolA })
+    const wrong = new PostgresSource({
+      sharding: defineSharding({ layout: other, logicalShards: 2000 }),
+      databases: poolA,
+    })
     const error = await wrong.nextIds(1, 3).catch((e: unknown) => e)
-    expect(error).toBeInstanceOf(LayoutMismatchError)
+    expect(error).toBeInstanceOf(ShardingMismatchError)
     expect((error as Error).message).toMatch(
-      /2024-01-01T00:00:00.000Z.*but the database holds.*2011-08-24/,
+      /database "sf_pg_source_a_\w+" uses layout "instagram".*2011-08-24.*this application uses layout "custom".*2024-01-01T00:00:00.000Z/,
     )
-    await expect(wrong.nextId(1)).rejects.toBeInstanceOf(LayoutMismatchError)
+    await expect(wrong.nextId(1)).rejects.toBeInstanceOf(ShardingMismatchError)
 
-    const elsewhere = new PostgresSource({ layout: instagram, databases: poolA, schema: 'nowhere' })
+    const elsewhere = new PostgresSource({ sharding, databases: poolA, schema: 'nowhere' })
     await expect(elsewhere.nextId(1)).rejects.toThrow(
-      /No shardflake layout is recorded in schema "nowhere"/,
+      /No shardflake installation is recorded in schema "nowhere"/,
     )
-    expect(
-      () => new PostgresSource({ layout: instagram, databases: poolA, schema: 'x"; --' }),
-    ).toThrow(InvalidIdentifierError)
+    expect(() => new PostgresSource({ sharding, databases: poolA, schema: 'x"; --' })).toThrow(
+      InvalidIdentifierError,
+    )
   })
 
   it('uses the caller connection (context.query) when told to', async () => {
     const client = counting(poolA)
     const source = new PostgresSource({
-      layout: instagram,
+      sharding,
       databases: client,
       useContextQuery: true,
     })
@@ -201,7 +205,7 @@ describe('PostgresSource over two physical databases', () => {
     // With a prefetch buffer too, a call on the caller's connection draws exactly what it
     // returns there, and the shared buffer is filled through the pool only.
     const buffered = new PostgresSource({
-      layout: instagram,
+      sharding,
       databases: client,
       useContextQuery: true,
       prefetch: { size: 50 },
@@ -223,14 +227,14 @@ describe('PostgresSource over two physical databases', () => {
 
   it('a clock stepped back further than the function may wait: ClockMovedBackwardsError, nothing issued', async () => {
     await installPostgres(poolA, {
-      layout: instagram,
+      sharding,
       schema: 'sf_clock',
       schemaPrefix: 'clk_',
       shards: [1],
       maxDriftMs: 100,
       maxWaitMs: 200,
     })
-    const source = new PostgresSource({ layout: instagram, databases: poolA, schemaPrefix: 'clk_' })
+    const source = new PostgresSource({ sharding, databases: poolA, schemaPrefix: 'clk_' })
     const before = await source.nextIds(1, 10)
     const setClock = (offset: number) =>
       raw(

@@ -1,5 +1,6 @@
 import {
   defineLayout,
+  defineSharding,
   InvalidIdentifierError,
   InvalidLayoutError,
   instagram,
@@ -8,7 +9,7 @@ import {
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { defaultClause, fenceSql, postgresSql, setDefaultSql, shardSql } from '../src/index'
-import { createDatabase, dropDatabase, raw } from './helpers'
+import { createDatabase, dropDatabase, raw, sharding } from './helpers'
 
 const DB = 'sf_pg_sql'
 let url: string
@@ -31,14 +32,14 @@ async function exec(script: string): Promise<void> {
 }
 
 describe('generated SQL', () => {
-  const script = postgresSql({ layout: instagram, shards: '5-6' })
+  const script = postgresSql({ sharding, shards: '5-6' })
 
   it('is pinned', async () => {
     await expect(script).toMatchFileSnapshot('__snapshots__/instagram-shards-5-6.sql')
-    await expect(shardSql({ layout: instagram, cache: 100 }, 7)).toMatchFileSnapshot(
+    await expect(shardSql({ sharding, cache: 100 }, 7)).toMatchFileSnapshot(
       '__snapshots__/instagram-shard-7-cache-100.sql',
     )
-    await expect(fenceSql({ layout: instagram }, 5)).toMatchFileSnapshot(
+    await expect(fenceSql({ sharding }, 5)).toMatchFileSnapshot(
       '__snapshots__/instagram-fence-shard-5.sql',
     )
     expect(defaultClause(5)).toMatchInlineSnapshot(`"DEFAULT "shard_5".next_id()"`)
@@ -83,17 +84,22 @@ describe('generated SQL', () => {
       shardBits: 13,
       sequenceBits: 10,
     })
-    const error = await exec(postgresSql({ layout: other, shards: [5] })).catch((e: unknown) => e)
+    const error = await exec(
+      postgresSql({
+        sharding: defineSharding({ layout: other, logicalShards: 2000 }),
+        shards: [5],
+      }),
+    ).catch((e: unknown) => e)
     expect((error as { code?: string }).code).toBe('SF002')
     expect(String((error as Error).message)).toMatch(/refusing to install layout/)
   })
 
   it('rejects hostile names instead of interpolating them', () => {
     for (const bad of ['x"; DROP TABLE t; --', 'Shard', 'a b', '', 'a.b', `a'b`]) {
-      expect(() => postgresSql({ layout: instagram, shards: [1], schemaPrefix: bad })).toThrow(
+      expect(() => postgresSql({ sharding, shards: [1], schemaPrefix: bad })).toThrow(
         InvalidIdentifierError,
       )
-      expect(() => postgresSql({ layout: instagram, shards: [1], schema: bad })).toThrow(
+      expect(() => postgresSql({ sharding, shards: [1], schema: bad })).toThrow(
         InvalidIdentifierError,
       )
     }
@@ -102,6 +108,8 @@ describe('generated SQL', () => {
     expect(() => setDefaultSql({ table: 'posts', column: 'ID', shard: 1 })).toThrow(
       InvalidIdentifierError,
     )
-    expect(() => postgresSql({ layout: twitter, shards: [1] })).toThrow(InvalidLayoutError)
+    expect(() =>
+      postgresSql({ sharding: defineSharding({ layout: twitter, logicalShards: 1 }), shards: [1] }),
+    ).toThrow(InvalidLayoutError)
   })
 })

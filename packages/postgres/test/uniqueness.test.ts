@@ -2,7 +2,7 @@ import { instagram } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { installPostgres, resolveSqlOptions } from '../src/index'
-import { createDatabase, dropDatabase, raw } from './helpers'
+import { createDatabase, dropDatabase, raw, sharding } from './helpers'
 
 /**
  * next_id() / next_ids() against the failure modes of the published function: more than 1024
@@ -17,8 +17,8 @@ beforeAll(async () => {
   url = await createDatabase(DB)
   pool = new pg.Pool({ connectionString: url, max: 34 })
   pool.on('error', () => undefined) // terminated by DROP DATABASE ... FORCE at teardown
-  await installPostgres(pool, { layout: instagram, shards: [5] })
-  await installPostgres(pool, { layout: instagram, shards: [7], cache: 100 })
+  await installPostgres(pool, { sharding, shards: [5] })
+  await installPostgres(pool, { sharding, shards: [7], cache: 100 })
 })
 afterAll(async () => {
   await pool.end()
@@ -136,7 +136,7 @@ describe.each([
       url,
       `CREATE TABLE ${table} (id bigint PRIMARY KEY DEFAULT shard_${shard}.next_id(), session int NOT NULL)`,
     )
-    const { reserveFrom } = resolveSqlOptions({ layout: instagram })
+    const { reserveFrom } = resolveSqlOptions({ sharding })
     const sizes = [1, 7, 31, reserveFrom - 1, reserveFrom, reserveFrom + 1, 500, 2000]
     const genBefore = await generation(shard)
     let reservations = 0
@@ -248,7 +248,7 @@ describe.each([
 })
 
 describe('reservations (next_ids(n) from reserveFrom on)', () => {
-  const { lockKey, reserveFrom } = resolveSqlOptions({ layout: instagram })
+  const { lockKey, reserveFrom } = resolveSqlOptions({ sharding })
 
   it('n >= reserveFrom takes one move of the sequence and the lock; fewer IDs take neither', async () => {
     for (const n of [reserveFrom, reserveFrom + 1, 5000]) {
@@ -354,14 +354,14 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
     }
   })
 
-  it('refuses a range that would end beyond the wait for the clock (SF001), leaving the sequence where it was', async () => {
+  it('refuses a batch beyond what the shard makes within drift and wait as overload (SF006, not a clock fault), leaving the sequence where it was', async () => {
     const before = await sequenceValue(5)
     // 1000 ms of drift plus 2000 ms of wait allowed: 3,072,000 values of ID space at most.
     const error = await raw(url, 'SELECT count(*) FROM shard_5.next_ids(4000000)').catch(
       (e: unknown) => e,
     )
-    expect((error as { code?: string }).code).toBe('SF001')
-    expect(String((error as Error).message)).toMatch(/No ID was issued/)
+    expect((error as { code?: string }).code).toBe('SF006')
+    expect(String((error as Error).message)).toMatch(/The clock is fine; no ID was issued/)
     expect(await sequenceValue(5)).toBe(before)
     const after = ids(await raw(url, 'SELECT x::text AS id FROM shard_5.next_ids(1000) x'))
     expect(after).toHaveLength(1000)
@@ -370,7 +370,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
 
 describe('locks', () => {
   it('a draw that overlaps a move of the sequence waits and returns a value from after the move', async () => {
-    const { lockKey } = resolveSqlOptions({ layout: instagram })
+    const { lockKey } = resolveSqlOptions({ sharding })
     const mover = new pg.Client({ connectionString: url })
     await mover.connect()
     try {

@@ -1,4 +1,4 @@
--- shardflake 3: logical shard 7 of layout "instagram"
+-- shardflake 4: logical shard 7 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_7";
 
 DO $shardflake$
@@ -19,12 +19,12 @@ DO $shardflake$
 BEGIN
   IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 7 AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard 7 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 7), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 7));
+      MESSAGE = format('shardflake: logical shard 7 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 7), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 7));
   END IF;
   ALTER SEQUENCE "shard_7".id_seq MAXVALUE 1125899906842623 CACHE 100;
   IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 7 AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard 7 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 7), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 7));
+      MESSAGE = format('shardflake: logical shard 7 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 7), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 7));
   END IF;
 END
 $shardflake$;
@@ -34,6 +34,15 @@ CREATE SEQUENCE IF NOT EXISTS "shard_7".id_gen AS bigint MINVALUE 0 START 0 CACH
 CREATE OR REPLACE FUNCTION "shard_7"._compose(v bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0)
+$$;
+
+-- Raises SF007: the layout's time field is used up (the sequence cannot follow the clock).
+CREATE OR REPLACE FUNCTION "shard_7"._exhausted() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'SF007',
+    MESSAGE = 'shardflake: shard 7: the time field of the layout ran out on 2046-06-27T17:00:49.497Z: no more IDs can be made. Define a layout with a later epoch. No ID was issued.';
+END
 $$;
 
 -- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
@@ -75,6 +84,9 @@ BEGIN
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM "shard_7".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+    IF target > 1125899906842623 THEN
+      PERFORM "shard_7"._exhausted();
+    END IF;
     IF last < target - 51200 + 1 THEN
       PERFORM setval('"shard_7".id_seq'::regclass, target, true);
       moved := true;
@@ -126,7 +138,9 @@ BEGIN
     EXIT WHEN ahead <= 0;
     IF waited + ahead > 2000 THEN
       RAISE EXCEPTION USING ERRCODE = 'SF001',
-        MESSAGE = format('shardflake: shard 7: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + 1000, 1000, waited);
+        MESSAGE = format('shardflake: shard 7: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
+        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 2000)::text,
+        HINT = 'Check the clock (NTP slew, not step), or draw fewer IDs per ms from this shard.';
     END IF;
     PERFORM pg_sleep(ahead / 1000.0);
     waited := waited + ahead;
@@ -158,6 +172,9 @@ BEGIN
     first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
     refused := first + n - 1 > nv + 3072000;
+    IF NOT refused AND first + n - 1 > 1125899906842623 THEN
+      PERFORM "shard_7"._exhausted();
+    END IF;
     IF NOT refused THEN
       PERFORM setval('"shard_7".id_seq'::regclass, first + n - 1, true);
     END IF;
@@ -168,9 +185,15 @@ BEGIN
     PERFORM "shard_7"._unlock();
     RAISE;
   END;
-  IF refused THEN
+  IF refused AND n > 3072000 THEN
+    -- The batch alone is more than the shard makes within the drift and the wait: overload.
+    RAISE EXCEPTION USING ERRCODE = 'SF006',
+      MESSAGE = format('shardflake: shard 7: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 2000 ms), at most 3072000 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
+      DETAIL = json_build_object('count', n, 'maxIds', 3072000, 'maxDriftMs', 1000, 'maxWaitMs', 2000)::text;
+  ELSIF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
-      MESSAGE = format('shardflake: shard 7: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
+      MESSAGE = format('shardflake: shard 7: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 2000 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
+      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 2000)::text;
   END IF;
   IF first + n - 1 > nv + 1024000 THEN
     PERFORM "shard_7"._throttle(first + n - 1);
@@ -307,6 +330,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '3')
+VALUES (7, 'shard_7', 0, 100, '4')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

@@ -1,4 +1,4 @@
--- shardflake 3: objects shared by all shards of layout "instagram"
+-- shardflake 4: objects shared by all shards of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shardflake";
 
 CREATE TABLE IF NOT EXISTS "shardflake".layout (
@@ -13,8 +13,11 @@ CREATE TABLE IF NOT EXISTS "shardflake".layout (
   field_order text NOT NULL,
   description jsonb NOT NULL,
   version text NOT NULL,
-  installed_at timestamptz NOT NULL DEFAULT now()
+  installed_at timestamptz NOT NULL DEFAULT now(),
+  -- How many logical shards keys are spread over (Sharding.logicalShards).
+  logical_shards integer CHECK (logical_shards > 0)
 );
+ALTER TABLE "shardflake".layout ADD COLUMN IF NOT EXISTS logical_shards integer CHECK (logical_shards > 0);
 
 CREATE TABLE IF NOT EXISTS "shardflake".shards (
   shard integer PRIMARY KEY,
@@ -34,7 +37,8 @@ ALTER TABLE "shardflake".shards
   ADD COLUMN IF NOT EXISTS moved_to text,
   ADD COLUMN IF NOT EXISTS fence_value bigint;
 
--- Refuse a different layout over an existing one: IDs would lose their order and could repeat.
+-- Refuse a different sharding (layout or logical shards) over the recorded one: IDs would lose
+-- their order and could repeat, and keys would land on other shards.
 DO $shardflake$
 DECLARE
   r record;
@@ -42,14 +46,16 @@ BEGIN
   LOCK TABLE "shardflake".layout IN EXCLUSIVE MODE;
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
-    INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '3');
-  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order)
-        IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text) THEN
+    INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '4', 2000);
+  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, 2000))
+        IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text, 2000) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
-      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit); refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) over it: IDs would lose their order and could repeat',
-        'shardflake', r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms,
+      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) with logicalShards %s; refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) with logicalShards 2000 over it: IDs would lose their order and could repeat, and keys would land on other shards',
+        'shardflake', r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms, r.logical_shards,
         'instagram', 1314220021721, 41, 13, 0, 10, 1);
+  ELSIF r.logical_shards IS NULL THEN
+    UPDATE "shardflake".layout SET logical_shards = 2000;
   END IF;
 END
 $shardflake$;
@@ -76,7 +82,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 3: logical shard 5 of layout "instagram"
+-- shardflake 4: logical shard 5 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_5";
 
 DO $shardflake$
@@ -97,12 +103,12 @@ DO $shardflake$
 BEGIN
   IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 5 AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard 5 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 5), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 5));
+      MESSAGE = format('shardflake: logical shard 5 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 5), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 5));
   END IF;
   ALTER SEQUENCE "shard_5".id_seq MAXVALUE 1125899906842623 CACHE 1;
   IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 5 AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard 5 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 5), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 5));
+      MESSAGE = format('shardflake: logical shard 5 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 5), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 5));
   END IF;
 END
 $shardflake$;
@@ -112,6 +118,15 @@ CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACH
 CREATE OR REPLACE FUNCTION "shard_5"._compose(v bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (5120)::bigint | ((v & 1023) << 0)
+$$;
+
+-- Raises SF007: the layout's time field is used up (the sequence cannot follow the clock).
+CREATE OR REPLACE FUNCTION "shard_5"._exhausted() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'SF007',
+    MESSAGE = 'shardflake: shard 5: the time field of the layout ran out on 2046-06-27T17:00:49.497Z: no more IDs can be made. Define a layout with a later epoch. No ID was issued.';
+END
 $$;
 
 -- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
@@ -153,6 +168,9 @@ BEGIN
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM "shard_5".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+    IF target > 1125899906842623 THEN
+      PERFORM "shard_5"._exhausted();
+    END IF;
     IF last < target - 51200 + 1 THEN
       PERFORM setval('"shard_5".id_seq'::regclass, target, true);
       moved := true;
@@ -204,7 +222,9 @@ BEGIN
     EXIT WHEN ahead <= 0;
     IF waited + ahead > 2000 THEN
       RAISE EXCEPTION USING ERRCODE = 'SF001',
-        MESSAGE = format('shardflake: shard 5: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + 1000, 1000, waited);
+        MESSAGE = format('shardflake: shard 5: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
+        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 2000)::text,
+        HINT = 'Check the clock (NTP slew, not step), or draw fewer IDs per ms from this shard.';
     END IF;
     PERFORM pg_sleep(ahead / 1000.0);
     waited := waited + ahead;
@@ -236,6 +256,9 @@ BEGIN
     first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
     refused := first + n - 1 > nv + 3072000;
+    IF NOT refused AND first + n - 1 > 1125899906842623 THEN
+      PERFORM "shard_5"._exhausted();
+    END IF;
     IF NOT refused THEN
       PERFORM setval('"shard_5".id_seq'::regclass, first + n - 1, true);
     END IF;
@@ -246,9 +269,15 @@ BEGIN
     PERFORM "shard_5"._unlock();
     RAISE;
   END;
-  IF refused THEN
+  IF refused AND n > 3072000 THEN
+    -- The batch alone is more than the shard makes within the drift and the wait: overload.
+    RAISE EXCEPTION USING ERRCODE = 'SF006',
+      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 2000 ms), at most 3072000 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
+      DETAIL = json_build_object('count', n, 'maxIds', 3072000, 'maxDriftMs', 1000, 'maxWaitMs', 2000)::text;
+  ELSIF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
-      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
+      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 2000 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
+      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 2000)::text;
   END IF;
   IF first + n - 1 > nv + 1024000 THEN
     PERFORM "shard_5"._throttle(first + n - 1);
@@ -383,11 +412,11 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '3')
+VALUES (5, 'shard_5', 0, 1, '4')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 3: logical shard 6 of layout "instagram"
+-- shardflake 4: logical shard 6 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_6";
 
 DO $shardflake$
@@ -408,12 +437,12 @@ DO $shardflake$
 BEGIN
   IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 6 AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard 6 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 6), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 6));
+      MESSAGE = format('shardflake: logical shard 6 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 6), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 6));
   END IF;
   ALTER SEQUENCE "shard_6".id_seq MAXVALUE 1125899906842623 CACHE 1;
   IF EXISTS (SELECT 1 FROM "shardflake".shards WHERE shard = 6 AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
-      MESSAGE = format('shardflake: logical shard 6 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (moveShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 6), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 6));
+      MESSAGE = format('shardflake: logical shard 6 moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM "shardflake".shards WHERE shard = 6), (SELECT ' on ' || retired_at FROM "shardflake".shards WHERE shard = 6));
   END IF;
 END
 $shardflake$;
@@ -423,6 +452,15 @@ CREATE SEQUENCE IF NOT EXISTS "shard_6".id_gen AS bigint MINVALUE 0 START 0 CACH
 CREATE OR REPLACE FUNCTION "shard_6"._compose(v bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (6144)::bigint | ((v & 1023) << 0)
+$$;
+
+-- Raises SF007: the layout's time field is used up (the sequence cannot follow the clock).
+CREATE OR REPLACE FUNCTION "shard_6"._exhausted() RETURNS void
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'SF007',
+    MESSAGE = 'shardflake: shard 6: the time field of the layout ran out on 2046-06-27T17:00:49.497Z: no more IDs can be made. Define a layout with a later epoch. No ID was issued.';
+END
 $$;
 
 -- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
@@ -464,6 +502,9 @@ BEGIN
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
     SELECT last_value INTO last FROM "shard_6".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+    IF target > 1125899906842623 THEN
+      PERFORM "shard_6"._exhausted();
+    END IF;
     IF last < target - 51200 + 1 THEN
       PERFORM setval('"shard_6".id_seq'::regclass, target, true);
       moved := true;
@@ -515,7 +556,9 @@ BEGIN
     EXIT WHEN ahead <= 0;
     IF waited + ahead > 2000 THEN
       RAISE EXCEPTION USING ERRCODE = 'SF001',
-        MESSAGE = format('shardflake: shard 6: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back or IDs were drawn faster than the layout allows for too long. No ID was issued.', ahead + 1000, 1000, waited);
+        MESSAGE = format('shardflake: shard 6: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
+        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 2000)::text,
+        HINT = 'Check the clock (NTP slew, not step), or draw fewer IDs per ms from this shard.';
     END IF;
     PERFORM pg_sleep(ahead / 1000.0);
     waited := waited + ahead;
@@ -547,6 +590,9 @@ BEGIN
     first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
     refused := first + n - 1 > nv + 3072000;
+    IF NOT refused AND first + n - 1 > 1125899906842623 THEN
+      PERFORM "shard_6"._exhausted();
+    END IF;
     IF NOT refused THEN
       PERFORM setval('"shard_6".id_seq'::regclass, first + n - 1, true);
     END IF;
@@ -557,9 +603,15 @@ BEGIN
     PERFORM "shard_6"._unlock();
     RAISE;
   END;
-  IF refused THEN
+  IF refused AND n > 3072000 THEN
+    -- The batch alone is more than the shard makes within the drift and the wait: overload.
+    RAISE EXCEPTION USING ERRCODE = 'SF006',
+      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 2000 ms), at most 3072000 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
+      DETAIL = json_build_object('count', n, 'maxIds', 3072000, 'maxDriftMs', 1000, 'maxWaitMs', 2000)::text;
+  ELSIF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
-      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: its last ID is %s ms ahead of the clock (%s ms allowed, waited 0 ms of at most 2000): ask for fewer IDs per call, or the clock stepped back. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000);
+      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 2000 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
+      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 2000)::text;
   END IF;
   IF first + n - 1 > nv + 1024000 THEN
     PERFORM "shard_6"._throttle(first + n - 1);
@@ -694,6 +746,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '3')
+VALUES (6, 'shard_6', 0, 1, '4')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
