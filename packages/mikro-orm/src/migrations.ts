@@ -5,12 +5,19 @@
  * @module
  */
 import { Migration } from '@mikro-orm/migrations'
+import type { Ddl } from '@shardflake/core'
 
-/** SQL to apply and to revert: a script, or statements run one by one. */
+/**
+ * One side of a migration: a `Ddl` from a shardflake SQL generator (its statements run one by
+ * one), a script, or statements.
+ */
+export type MigrationSql = Ddl | string | readonly string[]
+
+/** SQL to apply and to revert. */
 export interface ShardDdl {
-  up: string | readonly string[]
+  up: MigrationSql
   /** @default nothing to revert */
-  down?: string | readonly string[]
+  down?: MigrationSql
 }
 
 /**
@@ -39,26 +46,27 @@ export class ShardMigration extends Migration {
   private statements(side: 'up' | 'down'): readonly string[] {
     const { ddl } = this.constructor as typeof ShardMigration
     const sql = (typeof ddl === 'function' ? ddl() : ddl)[side] ?? []
-    return typeof sql === 'string' ? [sql] : sql
+    if (typeof sql === 'string') return [sql]
+    return 'statements' in sql ? sql.statements : sql
   }
 }
 
 /**
- * A MikroORM migration class that runs shard DDL: the SQL strings `@shardflake/postgres` and
- * `@shardflake/mysql` generate, or your own `{ up, down }`. Give a function to build the SQL when
- * the migration runs instead of when the file is loaded.
+ * A MikroORM migration class that runs shard DDL: the `Ddl` that `postgresSql()` and `mysqlSql()`
+ * return, or your own `{ up, down }`. Give a function to build the SQL when the migration runs
+ * instead of when the file is loaded.
  *
- * On MySQL/MariaDB, give one statement per string (no `DELIMITER` lines): each string is sent as
- * one query. On PostgreSQL a whole script (with `$$` bodies) may be one string.
+ * A `Ddl` runs statement by statement. On MySQL/MariaDB, give your own SQL as one statement per
+ * string (no `DELIMITER` lines); on PostgreSQL a whole script (with `$$` bodies) may be one string.
  *
  * @example A migration file
  * ```ts
- * import { instagram } from '@shardflake/core'
  * import { postgresSql } from '@shardflake/postgres'
  * import { shardMigration } from '@shardflake/mikro-orm/migrations'
+ * import { sharding } from './sharding' // defineSharding({ layout: instagram, logicalShards: 64 })
  *
  * export class Migration20260101000000Shards extends shardMigration(() => ({
- *   up: postgresSql({ layout: instagram, shards: '0-63' }),
+ *   up: postgresSql({ sharding, shards: '0-63' }),
  *   down: ['DROP SCHEMA shardflake CASCADE', ...], // one DROP SCHEMA shard_<n> CASCADE per shard
  * })) {}
  * ```

@@ -1,43 +1,112 @@
+/**
+ * MikroORM's schema tooling and shardflake's PostgreSQL objects: the schema diff and the migrator
+ * leave them alone once shardedIds() is registered, and shardMigration() installs them.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { MikroORM } from '@mikro-orm/core'
 import { Migrator } from '@mikro-orm/migrations'
-import { MikroORM } from '@mikro-orm/postgresql'
-import { freshDatabase, type RawDatabase } from '@shardflake/conformance'
-import { instagram } from '@shardflake/core'
-import { PostgresSource, postgresSql } from '@shardflake/postgres'
+import {
+  blogSchemaSql,
+  freshDatabase,
+  type RawDatabase,
+  testSharding,
+} from '@shardflake/conformance'
+import { InProcessSource } from '@shardflake/core'
+import { installPostgres, PostgresSource, postgresSql } from '@shardflake/postgres'
 import pg from 'pg'
-import { afterAll, beforeAll, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { shardedIds } from '../src'
 import { shardMigration } from '../src/migrations'
+import { openOrm } from './support/blog'
+import { Author, Comment, Keyed, Post } from './support/entities-legacy'
 
-const shards = [0, 1, 2]
-let raw: RawDatabase
+const sharding = testSharding(4)
+const entities = [Author, Post, Comment, Keyed]
 
-beforeAll(async () => {
-  raw = await freshDatabase('postgres', 'sf_mikro_migrations')
-})
-afterAll(async () => {
-  await raw?.close()
-})
+describe('orm.schema and the migrator after installPostgres', () => {
+  let raw: RawDatabase
+  let folder: string
+  const source = new InProcessSource({ sharding, shards: 'all' })
 
-const schemasLike = async (pattern: string) =>
-  (
-    await raw.query(
-      'SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE $1 ORDER BY 1',
-      [pattern],
+  beforeAll(async () => {
+    raw = await freshDatabase('postgres', 'sf_mikro_schema')
+    for (const sql of blogSchemaSql('postgres')) await raw.query(sql)
+    const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    try {
+      await installPostgres(pool, { sharding, shards: 'all' })
+    } finally {
+      await pool.end()
+    }
+    folder = await mkdtemp(join(tmpdir(), 'sf-mikro-migrations-'))
+  })
+  afterAll(async () => {
+    await raw?.close()
+    source.close()
+    if (folder) await rm(folder, { recursive: true, force: true })
+  })
+
+  const open = (withShardedIds: boolean): Promise<MikroORM> =>
+    openOrm(
+      'postgres',
+      raw.url,
+      entities,
+      [...(withShardedIds ? [shardedIds({ source })] : []), Migrator],
+      { migrations: { path: folder, snapshot: false, silent: true } },
     )
-  ).map((row) => String(row.schema_name))
+  const touchesShardflake = /shardflake|"shard_\d+"/
+
+  it('without shardedIds(), the diff would drop shardflake (what the extension prevents)', async () => {
+    const orm = await open(false)
+    try {
+      expect(await orm.schema.getUpdateSchemaSQL({ wrap: false })).toMatch(touchesShardflake)
+    } finally {
+      await orm.close(true)
+    }
+  })
+
+  it('with shardedIds(), orm.schema.update() and migrator.create() leave shardflake alone', async () => {
+    const orm = await open(true)
+    try {
+      const ignored = orm.config.get('schemaGenerator').ignoreSchema
+      expect(ignored).toEqual(expect.arrayContaining(['shardflake', 'shard_0', 'shard_3']))
+      expect(await orm.schema.getUpdateSchemaSQL({ wrap: false })).not.toMatch(touchesShardflake)
+      const created = await orm.migrator.create()
+      expect([...created.diff.up, ...created.diff.down].join('\n')).not.toMatch(touchesShardflake)
+      await orm.schema.update()
+      const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+      const still = new PostgresSource({ sharding, databases: pool })
+      try {
+        expect(sharding.shardOfId(await still.nextId(2))).toBe(2)
+      } finally {
+        await still.close()
+        await pool.end()
+      }
+    } finally {
+      await orm.close(true)
+    }
+  })
+})
 
 it("runs @shardflake/postgres's generated DDL up and down through MikroORM's migrator", async () => {
+  const raw = await freshDatabase('postgres', 'sf_mikro_migrations')
+  const shards = [0, 1, 2]
   class Migration20260101000000Shards extends shardMigration(() => ({
-    up: postgresSql({ layout: instagram, shards }),
+    up: postgresSql({ sharding, shards }),
     down: [
       ...shards.map((shard) => `DROP SCHEMA shard_${shard} CASCADE`),
       'DROP SCHEMA shardflake CASCADE',
     ],
   })) {}
-  const orm = await MikroORM.init({
-    clientUrl: raw.url,
-    entities: [],
+  const schemas = async () =>
+    (
+      await raw.query(
+        "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'shard%' ORDER BY 1",
+      )
+    ).map((row) => String(row.schema_name))
+  const orm = await openOrm('postgres', raw.url, [], [Migrator], {
     discovery: { warnWhenNoEntities: false },
-    extensions: [Migrator],
     migrations: {
       silent: true,
       snapshot: false,
@@ -48,19 +117,21 @@ it("runs @shardflake/postgres's generated DDL up and down through MikroORM's mig
   })
   try {
     expect(await orm.migrator.up()).toHaveLength(1)
-    expect(await schemasLike('shard\\_%')).toEqual(['shard_0', 'shard_1', 'shard_2'])
+    expect(await schemas()).toEqual(['shard_0', 'shard_1', 'shard_2', 'shardflake'])
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
     try {
-      const source = new PostgresSource({ layout: instagram, databases: pool })
+      const source = new PostgresSource({ sharding, databases: pool })
       const ids = await source.nextIds(2, 3)
       expect(new Set(ids).size).toBe(3)
-      for (const id of ids) expect(instagram.shardOf(id)).toBe(2)
+      for (const id of ids) expect(sharding.shardOfId(id)).toBe(2)
+      await source.close()
     } finally {
       await pool.end()
     }
     expect(await orm.migrator.down()).toHaveLength(1)
-    expect(await schemasLike('shard%')).toEqual([])
+    expect(await schemas()).toEqual([])
   } finally {
     await orm.close(true)
+    await raw.close()
   }
 })
