@@ -1,4 +1,5 @@
 import {
+  checkCount,
   defineSharding,
   type IdRequestContext,
   type IdSource,
@@ -6,6 +7,7 @@ import {
   type Layout,
   MissingShardKeyError,
   type Sharding,
+  throwIfCancelled,
 } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { type Dialect, freshDatabase, type RawDatabase } from './databases'
@@ -394,15 +396,23 @@ export class CountingSource implements IdSource {
 }
 
 /**
- * A synchronous source behind promises, standing in for a database source without a server;
- * `close()` closes the inner source.
+ * A synchronous source behind promises, standing in for a database source without a server: it
+ * checks the count first and honours an aborted `context.signal` like one; `close()` closes the
+ * inner source.
  */
 export function asAsync(inner: IdSource): IdSource {
   return {
     sharding: inner.sharding,
     synchronous: false,
-    nextId: async (shard, context) => inner.nextId(shard, context),
-    nextIds: async (shard, count, context) => inner.nextIds(shard, count, context),
+    async nextId(shard, context) {
+      throwIfCancelled(context?.signal, 'the source')
+      return await inner.nextId(shard, context)
+    },
+    async nextIds(shard, count, context) {
+      checkCount(count)
+      throwIfCancelled(context?.signal, 'the source')
+      return await inner.nextIds(shard, count, context)
+    },
     close: () => inner.close(),
   }
 }

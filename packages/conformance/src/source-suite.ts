@@ -1,9 +1,11 @@
 import {
+  CancelledError,
   type IdSource,
   InvalidArgumentError,
   MAX_IDS_PER_CALL,
   ShardflakeError,
   type Sharding,
+  ShardingMismatchError,
   ShardOutOfRangeError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -30,6 +32,23 @@ export interface IdSourceSuiteOptions {
   idsPerCaller?: number
   /** Size of the one large batch. @default 20_000 */
   largeBatch?: number
+  /**
+   * Whether the source honours `context.signal`: a signal that has aborted gives
+   * `CancelledError` and no ID. Every database, ticket-server and Redis source does.
+   * @default true for an asynchronous source, false for a synchronous one
+   */
+  cancellable?: boolean
+  /**
+   * Builds the source the way a user who forgot the sharding would (same servers, no
+   * `sharding`). It must refuse, when constructed or at its first call, with a ShardflakeError
+   * whose message names `logicalShards`. Leave it out for sources that take no sharding.
+   */
+  createWithoutSharding?: () => IdSource | Promise<IdSource>
+  /**
+   * Builds the source over the same installation with another sharding (other `logicalShards`,
+   * say). It must refuse, when constructed or at its first call, with ShardingMismatchError.
+   */
+  createWithOtherSharding?: () => IdSource | Promise<IdSource>
   /** Called after the suite, after `source.close()`. */
   teardown?: () => void | Promise<void>
 }
@@ -177,6 +196,41 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
       }
     })
 
+    it('gives CancelledError and no ID for a signal that has aborted (asynchronous sources)', async () => {
+      if (!(options.cancellable ?? !source.synchronous)) {
+        // A synchronous source answers before anyone could abort: there is nothing to cancel.
+        expect(source.synchronous).toBe(true)
+        return
+      }
+      const signal = AbortSignal.abort(new Error('the caller gave up'))
+      for (const call of [
+        () => source.nextId(shardA, { signal }),
+        () => source.nextIds(shardA, 5, { signal }),
+      ]) {
+        const error = await captureError(call)
+        expect(error).toBeInstanceOf(CancelledError)
+        expect((error as ShardflakeError).code).toBe('CANCELLED')
+      }
+      expect(await source.nextIds(shardA, 2)).toHaveLength(2)
+    })
+
+    if (options.createWithoutSharding) {
+      const create = options.createWithoutSharding
+      it('refuses to start without a sharding, naming logicalShards', async () => {
+        const error = await captureError(() => firstCall(create, shardA))
+        expect((error as Error).message).toMatch(/logicalShards/)
+      })
+    }
+
+    if (options.createWithOtherSharding) {
+      const create = options.createWithOtherSharding
+      it('refuses a sharding other than the installed one with ShardingMismatchError', async () => {
+        const error = await captureError(() => firstCall(create, shardA))
+        expect(error).toBeInstanceOf(ShardingMismatchError)
+        expect((error as ShardflakeError).code).toBe('SHARDING_MISMATCH')
+      })
+    }
+
     it('still serves after refusing, and closes (twice without complaint)', async () => {
       const [id] = await source.nextIds(shardB, 1)
       expect(typeof id).toBe('bigint')
@@ -185,6 +239,19 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
       await source.close()
     })
   })
+}
+
+/** Creates a source and asks it for one ID; closes it whatever happens. */
+async function firstCall(
+  create: () => IdSource | Promise<IdSource>,
+  shard: number,
+): Promise<bigint> {
+  const source = await create()
+  try {
+    return await source.nextId(shard)
+  } finally {
+    await source.close()
+  }
 }
 
 /** Runs `action`; returns what it threw (sync or async), which must be a ShardflakeError. */

@@ -8,6 +8,7 @@ describeIdSource('InProcessSource', {
   create: () => new InProcessSource({ sharding, shards: { from: 0, to: 1999 } }),
   shards: [5, 1341],
   largeBatch: 200_000,
+  createWithoutSharding: () => new InProcessSource({ shards: [5] } as never),
 })
 
 describeIdSource('InProcessSource behind promises', {
