@@ -1,0 +1,3 @@
+import { describeDatabaseSources } from './database-sources'
+
+describeDatabaseSources('1.x')
