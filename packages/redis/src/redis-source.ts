@@ -17,7 +17,8 @@ import {
   type ServedIds,
 } from './options'
 import { ScriptStatus } from './script'
-import { type Server, ServerSet } from './server-set'
+import type { Server } from './server'
+import { ServerSet } from './server-set'
 
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
