@@ -1,9 +1,8 @@
-import { describeAdapter, describePlainIdAdapter } from '@shardflake/conformance'
+import { describeAdapter, describePlainIdAdapter, testSharding } from '@shardflake/conformance'
 import { afterAll } from 'vitest'
 import { blogOnPrisma } from './support/blog'
 import {
   endSourcePools,
-  logicalShards,
   mysqlSource,
   postgresSource,
   redisSource,
@@ -12,43 +11,46 @@ import {
 
 afterAll(endSourcePools)
 
+// Each logical shard is a schema or database to install: eight keep the setup short.
+const sharding = testSharding(8)
+
 describeAdapter('Prisma / PostgreSQL / PostgresSource', {
   dialect: 'postgres',
   database: 'sf_prisma_pg_dbsource',
-  logicalShards,
-  createSource: (raw) => postgresSource(raw),
+  sharding,
+  createSource: (raw, sharding) => postgresSource(raw, sharding),
   setup: async ({ source, raw }) => blogOnPrisma('postgres', raw.url, source),
 })
 
 describeAdapter('Prisma / PostgreSQL / PostgresSource with prefetch', {
   dialect: 'postgres',
   database: 'sf_prisma_pg_prefetch',
-  logicalShards,
-  createSource: (raw) => postgresSource(raw, { size: 64 }),
+  sharding,
+  createSource: (raw, sharding) => postgresSource(raw, sharding, { size: 64 }),
   setup: async ({ source, raw }) => blogOnPrisma('postgres', raw.url, source),
 })
 
 describeAdapter('Prisma / MariaDB / MysqlSource', {
   dialect: 'mysql',
   database: 'sf_prisma_my_dbsource',
-  logicalShards,
-  createSource: (raw) => mysqlSource(raw),
+  sharding,
+  createSource: (raw, sharding) => mysqlSource(raw, sharding),
   setup: async ({ source, raw }) => blogOnPrisma('mysql', raw.url, source),
 })
 
 describeAdapter('Prisma / PostgreSQL / RedisSource', {
   dialect: 'postgres',
   database: 'sf_prisma_pg_redis',
-  logicalShards,
-  createSource: () => redisSource('sf:prisma:pg:'),
+  sharding,
+  createSource: (_raw, sharding) => redisSource(sharding, 'pg'),
   setup: async ({ source, raw }) => blogOnPrisma('postgres', raw.url, source),
 })
 
 describeAdapter('Prisma / MariaDB / RedisSource', {
   dialect: 'mysql',
   database: 'sf_prisma_my_redis',
-  logicalShards,
-  createSource: () => redisSource('sf:prisma:my:'),
+  sharding,
+  createSource: (_raw, sharding) => redisSource(sharding, 'my'),
   setup: async ({ source, raw }) => blogOnPrisma('mysql', raw.url, source),
 })
 

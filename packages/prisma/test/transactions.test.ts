@@ -4,14 +4,15 @@
  * connection cannot starve it. And the PostgreSQL column DEFAULT `shard_5.next_id()` as a safety
  * net for writes that bypass the extension.
  */
-import type { RawDatabase } from '@shardflake/conformance'
-import { instagram, integerShard } from '@shardflake/core'
+import { type RawDatabase, testSharding } from '@shardflake/conformance'
 import { setDefault } from '@shardflake/postgres'
 import { afterAll, describe, expect, it } from 'vitest'
 import { PrismaClient } from '../generated/pg/client/client'
 import { mysqlClient, pgClient } from './support/clients'
 import { blogDatabase } from './support/database'
-import { endSourcePools, logicalShards, mysqlSource, postgresSource } from './support/sources'
+import { endSourcePools, mysqlSource, postgresSource } from './support/sources'
+
+const sharding = testSharding(8)
 
 const databases: RawDatabase[] = []
 afterAll(async () => {
@@ -30,9 +31,7 @@ async function check(raw: RawDatabase, authorIds: bigint[]) {
   expect(Number(stats?.d)).toBe(transactions * 2)
   for (const row of await raw.query('SELECT id, author_id FROM posts')) {
     expect(authorIds.map(String)).toContain(String(row.author_id))
-    expect(instagram.shardOf(String(row.id))).toBe(
-      integerShard(BigInt(String(row.author_id)), logicalShards),
-    )
+    expect(sharding.shardOfId(String(row.id))).toBe(sharding.shardOfId(String(row.author_id)))
   }
 }
 
@@ -40,7 +39,7 @@ describe(`${transactions} concurrent interactive transactions, 2 Prisma connecti
   it('PostgreSQL (adapter-pg, PostgresSource)', async () => {
     const raw = await blogDatabase('postgres', 'sf_prisma_pg_tx')
     databases.push(raw)
-    const prisma = pgClient(raw.url, await postgresSource(raw), 2)
+    const prisma = pgClient(raw.url, await postgresSource(raw, sharding), 2)
     try {
       const authors = await prisma.author.createManyAndReturn({
         data: ['a@tx', 'b@tx', 'c@tx'].map((email) => ({ email })),
@@ -69,7 +68,7 @@ describe(`${transactions} concurrent interactive transactions, 2 Prisma connecti
   it('MariaDB (adapter-mariadb, MysqlSource)', async () => {
     const raw = await blogDatabase('mysql', 'sf_prisma_my_tx')
     databases.push(raw)
-    const prisma = mysqlClient(raw.url, await mysqlSource(raw), 2)
+    const prisma = mysqlClient(raw.url, await mysqlSource(raw, sharding), 2)
     try {
       const ids: bigint[] = []
       for (const email of ['a@tx', 'b@tx', 'c@tx']) {
@@ -100,7 +99,7 @@ describe('PostgreSQL column DEFAULT shard_5.next_id() as a safety net', () => {
   it('fills rows written without the extension; the extension still places its own', async () => {
     const raw = await blogDatabase('postgres', 'sf_prisma_pg_default')
     databases.push(raw)
-    const source = await postgresSource(raw)
+    const source = await postgresSource(raw, sharding)
     await setDefault(
       { query: (sql, params) => raw.query(sql, params).then((rows) => ({ rows })) },
       {
@@ -115,17 +114,17 @@ describe('PostgreSQL column DEFAULT shard_5.next_id() as a safety net', () => {
       const author = await extended.author.create({ data: { email: 'default@example.com' } })
       // Without the extension Prisma sends no ID, the column DEFAULT makes one and RETURNING reads it.
       const bypass = await plain.post.create({ data: { authorId: author.id, title: 'bypass' } })
-      expect(instagram.shardOf(bypass.id)).toBe(5)
+      expect(sharding.shardOfId(bypass.id)).toBe(5)
       await raw.query('INSERT INTO posts (author_id, title) VALUES ($1, $2)', [
         author.id.toString(),
         'raw sql',
       ])
       const [rawRow] = await raw.query(`SELECT id FROM posts WHERE title = 'raw sql'`)
-      expect(instagram.shardOf(String(rawRow?.id))).toBe(5)
+      expect(sharding.shardOfId(String(rawRow?.id))).toBe(5)
       const placed = await extended.post.create({
         data: { authorId: author.id, title: 'extension' },
       })
-      expect(instagram.shardOf(placed.id)).toBe(integerShard(author.id, logicalShards))
+      expect(sharding.shardOfId(placed.id)).toBe(sharding.shardOfId(author.id))
       const [stats] = await raw.query('SELECT COUNT(DISTINCT id) AS d FROM posts')
       expect(Number(stats?.d)).toBe(3)
     } finally {

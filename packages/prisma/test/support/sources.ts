@@ -1,74 +1,78 @@
-import type { RawDatabase } from '@shardflake/conformance'
-import { instagram } from '@shardflake/core'
+import { mysqlUrl, type RawDatabase, runTag } from '@shardflake/conformance'
+import type { PrefetchOptions, Sharding } from '@shardflake/core'
 import {
   BIG_NUMBER_OPTIONS,
-  installMysqlShards,
+  installMysql,
+  installTicketServers,
   MysqlSource,
   TicketServerSource,
 } from '@shardflake/mysql'
-import { installPostgres, PostgresSource, type PrefetchOptions } from '@shardflake/postgres'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
 import { Redis } from 'ioredis'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 
-/** Logical shards of the database-source tests (each is a schema or database to install). */
-export const logicalShards = 8
-const shards = Array.from({ length: logicalShards }, (_, i) => i)
-const pools: { end(): Promise<void> }[] = []
+/** What the sources made here leave behind, dropped by {@link endSourcePools}. */
+const cleanups: (() => Promise<void>)[] = []
 
 /**
  * A `PostgresSource` on the test database, with `next_id()` installed for every logical shard.
- * It has its own small pool: never Prisma's connections.
+ * It opens its own pool from the URL (never Prisma's connections) and ends it on `close()`.
  */
-export async function postgresSource(raw: RawDatabase, prefetch?: PrefetchOptions) {
-  const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
-  pools.push(pool)
-  await installPostgres(pool, { layout: instagram, shards })
-  return new PostgresSource({
-    layout: instagram,
-    databases: pool,
-    logicalShards,
-    ...(prefetch && { prefetch }),
-  })
+export async function postgresSource(
+  raw: RawDatabase,
+  sharding: Sharding,
+  prefetch?: PrefetchOptions,
+) {
+  const installer = new pg.Client({ connectionString: raw.url })
+  await installer.connect()
+  try {
+    await installPostgres(installer, { sharding, shards: 'all' })
+  } finally {
+    await installer.end()
+  }
+  return new PostgresSource({ sharding, databases: raw.url, ...(prefetch && { prefetch }) })
 }
 
 /**
  * A `MysqlSource` with its routines in databases `<test database>_shard_<n>` (dropped again by
  * {@link endSourcePools}), its own small pool.
  */
-export async function mysqlSource(raw: RawDatabase) {
-  const pool = mysql.createPool({ uri: raw.url, connectionLimit: 2, ...BIG_NUMBER_OPTIONS })
+export async function mysqlSource(raw: RawDatabase, sharding: Sharding) {
   const schemaPrefix = `${new URL(raw.url).pathname.slice(1)}_shard_`
-  pools.push({
-    async end() {
-      for (const shard of shards)
-        await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
-      await pool.end()
-    },
+  const admin = () => mysql.createPool({ uri: raw.url, connectionLimit: 1, ...BIG_NUMBER_OPTIONS })
+  cleanups.push(async () => {
+    // the test database is gone by now: connect to the server's default one
+    const pool = mysql.createPool({ uri: mysqlUrl(), connectionLimit: 1 })
+    for (let shard = 0; shard < sharding.logicalShards; shard++) {
+      await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
+    }
+    await pool.end()
   })
-  await installMysqlShards(pool, { layout: instagram, shards, schemaPrefix })
-  return new MysqlSource({ layout: instagram, pool, shards, schemaPrefix, logicalShards })
+  const installer = admin()
+  try {
+    await installMysql(installer, { sharding, shards: 'all', schemaPrefix })
+  } finally {
+    await installer.end()
+  }
+  return new MysqlSource({ sharding, databases: raw.url, schemaPrefix })
 }
 
-/**
- * A `RedisSource` on the shared Redis (`REDIS_URL`) under its own key prefix (its keys deleted
- * again by {@link endSourcePools}).
- */
-export function redisSource(keyPrefix: string) {
+/** A `RedisSource` on the shared Redis (`REDIS_URL`) under a key prefix of this run. */
+export function redisSource(sharding: Sharding, name: string) {
   const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-  const source = new RedisSource({ layout: instagram, servers: url, keyPrefix, logicalShards })
-  pools.push({
-    async end() {
-      await source.close()
-      const client = new Redis(url)
-      try {
-        const keys = await client.keys(`${keyPrefix}*`)
-        if (keys.length > 0) await client.del(...keys)
-      } finally {
-        client.disconnect()
-      }
-    },
+  const keyPrefix = `sf:prisma:${name}:${runTag()}:`
+  const source = new RedisSource({ sharding, servers: url, keyPrefix })
+  cleanups.push(async () => {
+    await source.close()
+    const client = new Redis(url)
+    try {
+      const keys = await client.keys(`${keyPrefix}*`)
+      if (keys.length > 0) await client.del(...keys)
+    } finally {
+      client.disconnect()
+    }
   })
   return source
 }
@@ -78,24 +82,18 @@ export function redisSource(keyPrefix: string) {
  * the test server, offsets 1 and 2 (dropped again by {@link endSourcePools}).
  */
 export async function ticketSource(raw: RawDatabase) {
-  const pool = mysql.createPool({ uri: raw.url, connectionLimit: 2, ...BIG_NUMBER_OPTIONS })
+  const pool = mysql.createPool({ uri: mysqlUrl(), connectionLimit: 2, ...BIG_NUMBER_OPTIONS })
   const prefix = `${new URL(raw.url).pathname.slice(1)}_tix_`
-  const databases = [`${prefix}a`, `${prefix}b`]
-  pools.push({
-    async end() {
-      for (const db of databases) await pool.query(`DROP DATABASE IF EXISTS \`${db}\``)
-      await pool.end()
-    },
+  const servers = [`${prefix}a`, `${prefix}b`].map((database) => ({ pool, database }))
+  cleanups.push(async () => {
+    for (const { database } of servers) await pool.query(`DROP DATABASE IF EXISTS \`${database}\``)
+    await pool.end()
   })
-  const source = new TicketServerSource({
-    servers: databases.map((database) => ({ pool, database })),
-    sequence: 'blog',
-  })
-  await source.install()
-  return source
+  await installTicketServers({ servers, sequence: 'blog' })
+  return new TicketServerSource({ servers, sequence: 'blog' })
 }
 
-/** Ends the pools of the sources made here. */
+/** Ends the pools of the sources made here and drops what they installed outside the test database. */
 export async function endSourcePools(): Promise<void> {
-  await Promise.all(pools.splice(0).map((pool) => pool.end()))
+  for (const cleanup of cleanups.splice(0)) await cleanup()
 }
