@@ -208,3 +208,54 @@ describe('idRange', () => {
     )
   })
 })
+
+describe('checkGenerating and the field helpers', () => {
+  const small = defineLayout({
+    name: 'small',
+    epoch: '2025-01-01T00:00:00Z',
+    timeBits: 20, // 2^20 ms: about 17.5 minutes
+    shardBits: 4,
+    sequenceBits: 8,
+  })
+  const endsAt = small.epoch + 2 ** 20
+
+  it('returns the ms left while the layout can make IDs, at an injected instant', () => {
+    expect(small.checkGenerating(small.epoch)).toBe(2 ** 20)
+    expect(small.checkGenerating(endsAt - 1)).toBe(1)
+    expect(small.checkGenerating(endsAt - 1_001, 1_000)).toBe(1_001)
+    expect(instagram.checkGenerating(Date.UTC(2026, 0, 1))).toBeGreaterThan(0)
+  })
+
+  it('throws TimeExhaustedError once the time field is used up or runs out within the margin', () => {
+    expect(() => small.checkGenerating(endsAt)).toThrow(TimeExhaustedError)
+    expect(() => small.checkGenerating(endsAt + 60_000)).toThrow(/ran out/)
+    expect(() => small.checkGenerating(endsAt - 1_000, 1_000)).toThrow(TimeExhaustedError)
+    expect(() => small.checkGenerating(endsAt - 1_000, 1_000)).toThrow(/within 1000 ms/)
+    // Instagram's layout stops at bit 63, not at the end of its 41 bits.
+    const signBit = instagram.negativeFrom!.getTime()
+    expect(() => instagram.checkGenerating(signBit)).toThrow(TimeExhaustedError)
+    expect(instagram.checkGenerating(signBit - 1)).toBe(1)
+  })
+
+  it('throws InvalidLayoutError for decode-only layouts, whatever the time', () => {
+    expect(() => twitter.checkGenerating(Date.UTC(2026, 0, 1))).toThrow(InvalidLayoutError)
+  })
+
+  it('timeAt, composeTime, checkTime and checkShard agree with compose', () => {
+    const at = small.epoch + 12_345
+    expect(small.timeAt(at)).toBe(12_345)
+    expect(() => small.timeAt(small.epoch - 1)).toThrow(TimeExhaustedError)
+    expect(small.timeAt(small.epoch - 1, true)).toBe(-1)
+    expect(small.composeTime(12_345, 3, 0, 7)).toBe(
+      small.compose({ timestamp: at, shard: 3, sequence: 7 }),
+    )
+    expect(small.composeTime(12_345, 3, 0, 7)).toBe(
+      (12_345n << small.shifts.time) | (3n << small.shifts.shard) | 7n,
+    )
+    expect(() => small.checkTime(2 ** 20)).toThrow(TimeExhaustedError)
+    small.checkTime(2 ** 20 - 1)
+    expect(() => small.checkShard(16)).toThrow(ShardOutOfRangeError)
+    expect(() => small.composeTime(0, 0, 0, 256)).toThrow(InvalidArgumentError)
+    expect(small.timeLimit).toBe(2 ** 20)
+  })
+})
