@@ -95,8 +95,6 @@ export interface LeasedSourceOptions {
   readonly maxWaitMs?: number
   /** Wall clock, ms since 1970. @default Date.now */
   readonly clock?: () => number
-  /** A clock that never steps, for lease deadlines. @default performance.now */
-  readonly monotonic?: () => number
   /** Waits `ms` (for a clock behind the previous holder's mark). Inject one with the clocks. @default setTimeout */
   readonly sleep?: (ms: number) => Promise<void>
 }
@@ -107,8 +105,9 @@ export interface LeasedSourceOptions {
  *
  * - Each process leases one **worker** from a registry on a server it already runs, so any
  *   process can make IDs for any shard: placement never depends on which process writes the row.
- * - It renews in the background and **fails closed**: once a renewal is overdue far enough that
- *   the lease could have expired, `nextId` throws `LeaseExpiredError` instead of risking a repeat.
+ * - It renews in the background and **fails closed**: it never puts a time into an ID beyond the
+ *   high-water mark its last renewal recorded, a fifth of the TTL before the lease could expire;
+ *   past it, `nextId` throws `LeaseExpiredError` instead of risking a repeat.
  * - Each lease records, ahead of use, the highest time its holder may issue. The next holder of
  *   the worker (after a crash, or another process after the TTL) starts above it, even when its
  *   clock is behind.
@@ -131,8 +130,9 @@ export class LeasedSource implements SyncIdSource {
   readonly synchronous = true
   private current: WorkerLease
   private generator: InProcessSource
-  private deadline: number
   private highWaterMs: number
+  /** {@link highWaterMs} in layout time units: the guard compares with this on every new tick. */
+  private highWaterTime: number
   private readonly timer: ReturnType<typeof setInterval>
   private renewing: Promise<void> | undefined
   private closed = false
@@ -143,12 +143,11 @@ export class LeasedSource implements SyncIdSource {
       Pick<LeasedSourceOptions, 'registry' | 'sharding'>,
     lease: WorkerLease,
     highWaterMs: number,
-    deadline: number,
   ) {
     this.sharding = options.sharding
     this.current = lease
     this.highWaterMs = highWaterMs
-    this.deadline = deadline
+    this.highWaterTime = this.toTime(highWaterMs)
     this.generator = this.generatorFor(lease)
     this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(options.ttlMs / 3)))
     this.timer.unref?.()
@@ -180,12 +179,11 @@ export class LeasedSource implements SyncIdSource {
       maxDriftMs: readDuration('maxDriftMs', options.maxDriftMs, 10),
       maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, 100, { max: 60_000 }),
       clock: options.clock ?? Date.now,
-      monotonic: options.monotonic ?? (() => performance.now()),
       sleep:
         options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))),
     }
-    const { lease, highWaterMs, deadline } = await acquire(full)
-    return new LeasedSource(full, lease, highWaterMs, deadline)
+    const { lease, highWaterMs } = await acquire(full)
+    return new LeasedSource(full, lease, highWaterMs)
   }
 
   /** The lease in use now (it changes when the source had to take a new one). */
@@ -226,13 +224,12 @@ export class LeasedSource implements SyncIdSource {
 
   private async renewOnce(): Promise<void> {
     if (this.closed) return
-    const { registry, clock, monotonic, ttlMs, maxDriftMs } = this.options
-    const sentAt = monotonic()
-    const highWaterMs = Math.max(this.highWaterMs, clock() + ttlMs + maxDriftMs)
+    const { registry, clock, ttlMs } = this.options
+    const highWaterMs = Math.max(this.highWaterMs, markFrom(clock(), ttlMs))
     try {
       await registry.renew(this.current, highWaterMs)
       this.highWaterMs = highWaterMs
-      this.deadline = sentAt + ttlMs - ttlMs / 5
+      this.highWaterTime = this.toTime(highWaterMs)
       this.lastFailure = undefined
     } catch (error) {
       this.lastFailure = error
@@ -249,24 +246,22 @@ export class LeasedSource implements SyncIdSource {
       this.generator.close()
       this.current = next.lease
       this.highWaterMs = next.highWaterMs
-      this.deadline = next.deadline
+      this.highWaterTime = this.toTime(next.highWaterMs)
       this.generator = this.generatorFor(next.lease)
     }
   }
 
   private check(): void {
     if (this.closed) throw new ConfigurationError('This LeasedSource was closed; start a new one.')
-    if (this.options.monotonic() > this.deadline) {
-      void this.renew()
-      throw new LeaseExpiredError(
-        `The lease of worker ${this.current.worker} could not be renewed in time and may have expired, so no ID was issued. The source keeps trying; check that the lease registry is reachable.`,
-        { cause: this.lastFailure },
-      )
-    }
+  }
+
+  /** The last time unit at or before `ms`. */
+  private toTime(ms: number): number {
+    const { layout } = this.sharding
+    return Math.floor((ms - layout.epoch) / layout.timeUnitMs)
   }
 
   private generatorFor(lease: WorkerLease): InProcessSource {
-    const { layout } = this.sharding
     return new InProcessSource({
       sharding: this.sharding,
       worker: lease.worker,
@@ -275,11 +270,14 @@ export class LeasedSource implements SyncIdSource {
       maxDriftMs: this.options.maxDriftMs,
       maxWaitMs: this.options.maxWaitMs,
       clock: this.options.clock,
+      // The only check on the hot path, once per new tick: never beyond the recorded mark. The
+      // mark sits a fifth of the TTL before the lease could expire, so this is also what stops
+      // a holder whose renewals fail before anyone else may take its worker.
       guard: (time) => {
-        if (layout.epoch + time * layout.timeUnitMs > this.highWaterMs) {
+        if (time > this.highWaterTime) {
           void this.renew()
           throw new LeaseExpiredError(
-            `Worker ${lease.worker} reached the high-water mark its lease recorded (${new Date(this.highWaterMs).toISOString()}) before a renewal raised it, so no ID was issued. Retry shortly.`,
+            `The lease of worker ${lease.worker} was not renewed in time (its recorded high-water mark ${new Date(this.highWaterMs).toISOString()} is reached), so no ID was issued. The source keeps trying; check that the lease registry is reachable.`,
             { cause: this.lastFailure },
           )
         }
@@ -291,10 +289,9 @@ export class LeasedSource implements SyncIdSource {
 async function acquire(
   options: Required<Omit<LeasedSourceOptions, 'registry' | 'sharding'>> &
     Pick<LeasedSourceOptions, 'registry' | 'sharding'>,
-): Promise<{ lease: WorkerLease; highWaterMs: number; deadline: number }> {
-  const { registry, sharding, holder, ttlMs, maxDriftMs, clock, monotonic } = options
-  const sentAt = monotonic()
-  const highWaterMs = clock() + ttlMs + maxDriftMs
+): Promise<{ lease: WorkerLease; highWaterMs: number }> {
+  const { registry, sharding, holder, ttlMs, maxDriftMs, clock } = options
+  const highWaterMs = markFrom(clock(), ttlMs)
   const lease = await registry.acquire({ sharding, holder, ttlMs, highWaterMs })
   // The previous holder may have issued up to its high-water mark: wait for this clock to pass it.
   const behind = lease.startAfterMs - maxDriftMs - clock()
@@ -309,14 +306,19 @@ async function acquire(
   // After a wait, raise the mark so that this holder has a full TTL of room above it.
   let recorded = highWaterMs
   if (behind > 0) {
-    recorded = Math.max(highWaterMs, clock() + ttlMs + maxDriftMs)
+    recorded = Math.max(highWaterMs, markFrom(clock(), ttlMs))
     await registry.renew(lease, recorded)
   }
-  return {
-    lease,
-    highWaterMs: recorded,
-    deadline: sentAt + ttlMs - ttlMs / 5,
-  }
+  return { lease, highWaterMs: recorded }
+}
+
+/**
+ * The high-water mark a holder records before a grant or renewal sent at `now`: a fifth of the
+ * TTL before the lease could expire. IDs never carry a later time, so a holder whose renewals
+ * fail stops before the registry may grant its worker to someone else.
+ */
+function markFrom(now: number, ttlMs: number): number {
+  return now + ttlMs - ttlMs / 5
 }
 
 function defaultHolder(): string {

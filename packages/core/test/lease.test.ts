@@ -67,7 +67,7 @@ describe('LeasedSource', () => {
   it('gives each process its own worker, so IDs of one shard never meet', async () => {
     const time = clocks()
     const registry = new MemoryLeaseRegistry(time.clock)
-    const options = { sharding, registry, clock: time.clock, monotonic: time.monotonic }
+    const options = { sharding, registry, clock: time.clock }
     const a = await start({ ...options, holder: 'a' })
     const b = await start({ ...options, holder: 'b' })
     expect(a.lease.worker).not.toBe(b.lease.worker)
@@ -82,7 +82,7 @@ describe('LeasedSource', () => {
   it('refuses a fifth holder when four workers are held', async () => {
     const time = clocks()
     const registry = new MemoryLeaseRegistry(time.clock)
-    const options = { sharding, registry, clock: time.clock, monotonic: time.monotonic }
+    const options = { sharding, registry, clock: time.clock }
     const held = await Promise.all([0, 1, 2, 3].map(() => LeasedSource.start(options)))
     await expect(LeasedSource.start(options)).rejects.toBeInstanceOf(NoFreeLeaseError)
     await Promise.all(held.map((source) => source.close()))
@@ -108,7 +108,6 @@ describe('LeasedSource', () => {
       registry,
       ttlMs: 1000,
       clock: time.clock,
-      monotonic: time.monotonic,
     })
     source.nextId(1)
     down = true
@@ -134,7 +133,6 @@ describe('LeasedSource', () => {
       ttlMs: 1000,
       maxDriftMs: 0,
       clock: time.clock,
-      monotonic: time.monotonic,
     })
     const issued = first.nextIds(3, 50)
     await first.close() // frees this process's claim; the registry hears nothing
@@ -151,7 +149,6 @@ describe('LeasedSource', () => {
       maxStartWaitMs: 5000,
       sleep: time.sleep,
       clock: time.clock,
-      monotonic: time.monotonic,
     })
     expect(second.lease.worker).toBe(first.lease.worker)
     expect(second.lease.startAfterMs).toBeGreaterThanOrEqual(
@@ -171,7 +168,6 @@ describe('LeasedSource', () => {
       registry: dying(registry),
       ttlMs: 60_000,
       clock: time.clock,
-      monotonic: time.monotonic,
     })
     first.nextId(0)
     await first.close()
@@ -182,7 +178,6 @@ describe('LeasedSource', () => {
         registry,
         maxStartWaitMs: 100,
         clock: time.clock,
-        monotonic: time.monotonic,
       }),
     ).rejects.toBeInstanceOf(ClockMovedBackwardsError)
   })
@@ -194,7 +189,6 @@ describe('LeasedSource', () => {
       sharding,
       registry,
       clock: time.clock,
-      monotonic: time.monotonic,
       maxStartWaitMs: 0,
     }
     const first = await start(options)
