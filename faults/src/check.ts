@@ -13,6 +13,7 @@ export function checkScenario(figures: ScenarioFigures): void {
     expect(source.untyped, `${source.source}: errors that are not a typed fault`).toEqual([])
     expect(source.wrongShard, `${source.source}: IDs of another shard`).toBe(0)
     expect(source.wrongCount, `${source.source}: batches of the wrong size`).toBe(0)
+    expect(source.wrongTimeExamples, `${source.source}: IDs with a time before the run`).toEqual([])
   }
   for (const [table, rows] of Object.entries(figures.rows)) {
     expect(rows.committed, `${table}: committed rows`).toBeGreaterThan(0)

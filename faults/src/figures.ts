@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { countRepeats, type Ledger, type LedgerFigures } from './ledger'
+import type { Ledger, LedgerFigures } from './ledger'
+import { countRepeats } from './repeats'
 
 /** Rows written with acknowledged IDs in committed transactions, checked after the faults. */
 export interface RowFigures {
@@ -145,6 +146,15 @@ export function renderFigures(run: ReturnType<typeof mergeRun>, wallMs: number):
         `| ${w.scenario} | ${w.source} | ${w.name} | ${fmt(w.durationMs)} | ${fmt(w.calls)} | ${fmt(w.ids)} | ${fmt(w.errors)} | ${fmt(w.maxCallMs)} |`,
       )
     }
+  }
+  const oldIds = run.scenarios.flatMap((s) =>
+    s.sources.flatMap((source) =>
+      source.wrongTimeExamples.map((example) => `${s.scenario}, ${source.source}, ${example}`),
+    ),
+  )
+  if (oldIds.length > 0) {
+    lines.push('', 'Batches whose IDs carry a time before the run (a counter that went back):', '')
+    for (const example of oldIds) lines.push(`- ${example}`)
   }
   const untyped = run.scenarios.flatMap((s) => s.sources.flatMap((source) => source.untyped))
   if (untyped.length > 0) {

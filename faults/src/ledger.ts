@@ -1,5 +1,7 @@
 import { type IdSource, ShardflakeError, type ShardflakeErrorCode } from '@shardflake/core'
 
+export { countRepeats } from './repeats'
+
 /**
  * The codes a source may answer with while its servers are killed, restarted, stopped or its
  * sessions cancelled. Anything else (a driver error, an `Error`, another code) is a finding.
@@ -45,6 +47,9 @@ export interface LedgerFigures {
   readonly untyped: readonly Untyped[]
   readonly wrongShard: number
   readonly wrongCount: number
+  /** Batches with IDs whose time field is before the run started (0 unless a counter reset). */
+  readonly wrongTime: number
+  readonly wrongTimeExamples: readonly string[]
   readonly maxCallMs: number
   readonly windows: readonly WindowFigures[]
 }
@@ -86,6 +91,9 @@ export class Ledger {
   ids = 0
   wrongShard = 0
   wrongCount = 0
+  wrongTime = 0
+  /** A few IDs whose time field is not of this run, with the call that returned them. */
+  readonly wrongTimeExamples: string[] = []
   maxCallMs = 0
   readonly errors = new Map<string, number>()
   readonly untyped: Untyped[] = []
@@ -156,6 +164,16 @@ export class Ledger {
     else this.wrongCount++
   }
 
+  /** Counts a batch holding IDs whose time field is before the run began. */
+  wrongTimes(what: string, ids: readonly bigint[]): void {
+    this.wrongTime++
+    if (this.wrongTimeExamples.length < 10) {
+      this.wrongTimeExamples.push(
+        `${what}: ${ids.slice(0, 8).join(', ')}${ids.length > 8 ? ', ...' : ''}`,
+      )
+    }
+  }
+
   /** Starts counting what calls started from now on get (one window at a time). */
   openWindow(name: string): void {
     this.window = { name, startedAt: performance.now(), calls: 0, ids: 0, errors: 0, maxCallMs: 0 }
@@ -197,6 +215,8 @@ export class Ledger {
       untyped: this.untyped,
       wrongShard: this.wrongShard,
       wrongCount: this.wrongCount,
+      wrongTime: this.wrongTime,
+      wrongTimeExamples: this.wrongTimeExamples,
       maxCallMs: Math.round(this.maxCallMs),
       windows: this.windows,
     }
@@ -209,20 +229,6 @@ export class Ledger {
       this.window.maxCallMs = ms
     }
   }
-}
-
-/** Sorted copy; returns how many values equal their predecessor (repeats), and a few of them. */
-export function countRepeats(values: BigUint64Array): { repeats: number; examples: bigint[] } {
-  const sorted = values.slice().sort()
-  let repeats = 0
-  const examples: bigint[] = []
-  for (let i = 1; i < sorted.length; i++) {
-    if (sorted[i] === sorted[i - 1]) {
-      repeats++
-      if (examples.length < 10) examples.push(sorted[i]!)
-    }
-  }
-  return { repeats, examples }
 }
 
 /** What {@link runLoad} takes. */
@@ -254,6 +260,9 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export async function runLoad(options: LoadOptions): Promise<void> {
   const { ledger, source, shards, counts, stop } = options
   const backoff = options.backoffMs ?? 20
+  // IDs carry the time they were made: one older than an hour before the load began was not
+  // made now (a counter that went back). Loose on purpose: this is not a clock check.
+  const notBefore = Date.now() - 3_600_000
   let call = 0
   const loop = async (caller: number) => {
     let i = caller
@@ -279,6 +288,10 @@ export async function runLoad(options: LoadOptions): Promise<void> {
       if (ids.length !== count) ledger.wrong('count')
       const sharding = source.sharding
       if (sharding && ids.some((id) => sharding.shardOfId(id) !== shard)) ledger.wrong('shard')
+      // A batch ascends: its first ID has its earliest time. None may be older than the run.
+      if (sharding && ids.length > 0 && sharding.layout.timeOf(ids[0]!).getTime() < notBefore) {
+        ledger.wrongTimes(`nextIds(${shard}, ${count})`, ids)
+      }
       if (options.onIds) await options.onIds(ids, shard)
       // Let timers (fault loops, deadlines) run between calls of a fast synchronous source.
       if (source.synchronous) await pause(1)
