@@ -1,13 +1,41 @@
 /**
- * The conformance suite for TypeORM with the database-backed sources, on both databases. Shared
- * by both TypeORM majors.
+ * The conformance suite for TypeORM with the database-backed sources, on both databases, and the
+ * plain-ID suite with ticket servers. Shared by both TypeORM majors.
  */
-import { describeAdapter } from '@shardflake/conformance'
+import { describeAdapter, describePlainIdAdapter } from '@shardflake/conformance'
 import { blogOnTypeorm } from './blog'
-import { redisSource } from './sources'
+import { mysqlSource, postgresSource, redisSource, ticketSource } from './sources'
 
 export function describeDatabaseSources(major: string): void {
   const tag = major.replace(/\W/g, '')
+  describeAdapter(`TypeORM ${major} / PostgreSQL / PostgresSource`, {
+    dialect: 'postgres',
+    database: `sf_typeorm_${tag}_pg_pgsource`,
+    createSource: postgresSource,
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source),
+  })
+
+  describeAdapter(`TypeORM ${major} / PostgreSQL / PostgresSource, bigint IDs, parents by column`, {
+    dialect: 'postgres',
+    database: `sf_typeorm_${tag}_pg_pgsource_b`,
+    createSource: postgresSource,
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint', parents: 'column' }),
+  })
+
+  describeAdapter(`TypeORM ${major} / MariaDB / MysqlSource`, {
+    dialect: 'mysql',
+    database: `sf_typeorm_${tag}_my_mysource`,
+    createSource: (raw, sharding) => mysqlSource(raw, sharding, `${tag}s`),
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source),
+  })
+
+  describeAdapter(`TypeORM ${major} / MariaDB / MysqlSource, bigint IDs, parents by column`, {
+    dialect: 'mysql',
+    database: `sf_typeorm_${tag}_my_mysource_b`,
+    createSource: (raw, sharding) => mysqlSource(raw, sharding, `${tag}b`),
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint', parents: 'column' }),
+  })
+
   describeAdapter(`TypeORM ${major} / PostgreSQL / RedisSource`, {
     dialect: 'postgres',
     database: `sf_typeorm_${tag}_pg_redis`,
@@ -20,5 +48,12 @@ export function describeDatabaseSources(major: string): void {
     database: `sf_typeorm_${tag}_my_redis`,
     createSource: (_raw, sharding) => redisSource(sharding, `${tag}my`),
     setup: ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint', parents: 'column' }),
+  })
+
+  describePlainIdAdapter(`TypeORM ${major} / MariaDB / TicketServerSource`, {
+    dialect: 'mysql',
+    database: `sf_typeorm_${tag}_tickets`,
+    createSource: (raw) => ticketSource(raw, `${tag}t`),
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source),
   })
 }

@@ -1,13 +1,57 @@
 /**
  * The database-backed sources the conformance suite runs TypeORM with, each made with the suite's
- * sharding and closing what it opened.
+ * sharding, on the suite's database, closing what it opened.
  */
-import { runTag } from '@shardflake/conformance'
+import { type RawDatabase, runTag } from '@shardflake/conformance'
 import type { IdSource, Sharding } from '@shardflake/core'
+import {
+  createMysqlPool,
+  installMysql,
+  installTicketServers,
+  MysqlSource,
+  TicketServerSource,
+} from '@shardflake/mysql'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
 import { Redis } from 'ioredis'
+import pg from 'pg'
 
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+/**
+ * `PostgresSource` over `next_id()` of every logical shard, installed in the suite's database;
+ * it draws through the ORM's connection when TypeORM hands it one.
+ */
+export async function postgresSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
+  const pool = new pg.Pool({ connectionString: raw.url, max: 4 })
+  await installPostgres(pool, { sharding, shards: 'all' })
+  const source = new PostgresSource({ sharding, databases: pool, useContextQuery: true })
+  const close = source.close.bind(source)
+  source.close = async () => {
+    await close()
+    await pool.end()
+  }
+  return source
+}
+
+/** `MysqlSource` over the routines of every logical shard, one database `${prefix}<n>` each. */
+export async function mysqlSource(
+  raw: RawDatabase,
+  sharding: Sharding,
+  name: string,
+): Promise<IdSource> {
+  const schemaPrefix = `sf_typeorm_${name}_${runTag()}_`
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 4 })
+  await installMysql(pool, { sharding, shards: 'all', schemaPrefix })
+  const source = new MysqlSource({ sharding, databases: pool, schemaPrefix })
+  const close = source.close.bind(source)
+  source.close = async () => {
+    await close()
+    await dropDatabases(pool, schemaPrefix)
+    await pool.end()
+  }
+  return source
+}
 
 /** `RedisSource` on the shared Redis under a key prefix of this run, deleted on close. */
 export function redisSource(sharding: Sharding, name: string): IdSource {
@@ -25,4 +69,39 @@ export function redisSource(sharding: Sharding, name: string): IdSource {
     }
   }
   return source
+}
+
+/**
+ * Flickr-style `TicketServerSource` over two ticket databases on the suite's server (odds and
+ * evens), dropped on close.
+ */
+export async function ticketSource(raw: RawDatabase, name: string): Promise<IdSource> {
+  const prefix = `sf_typeorm_${name}_${runTag()}_`
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 8 })
+  const options = {
+    servers: [
+      { pool, database: `${prefix}a` },
+      { pool, database: `${prefix}b` },
+    ],
+    sequence: 'blog',
+  }
+  await installTicketServers(options)
+  const source = new TicketServerSource(options)
+  const close = source.close.bind(source)
+  source.close = async () => {
+    await close()
+    await dropDatabases(pool, prefix)
+    await pool.end()
+  }
+  return source
+}
+
+async function dropDatabases(
+  pool: Awaited<ReturnType<typeof createMysqlPool>>,
+  prefix: string,
+): Promise<void> {
+  const [rows] = await pool.query('SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA')
+  for (const row of rows as { name: string }[]) {
+    if (row.name.startsWith(prefix)) await pool.query(`DROP DATABASE \`${row.name}\``)
+  }
 }

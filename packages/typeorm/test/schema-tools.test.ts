@@ -1,0 +1,3 @@
+import { describeSchemaTools } from './schema-tools'
+
+describeSchemaTools('')
