@@ -83,14 +83,14 @@ describe('PostgresLeaseRegistry', () => {
     await expect(LeasedSource.start({ sharding: flat, registry })).rejects.toThrow(/worker bits/)
   })
 
-  it('keeps IDs distinct while processes compete, are killed with SIGKILL and restart at once, one with its clock behind', async () => {
+  it('keeps IDs distinct while processes compete, are killed with SIGKILL and restart at once, one starting with its clock behind and one stepping it back by seconds', async () => {
     const ttlMs = 1000
     const children = new Set<ChildProcess>()
     const ids: string[] = []
     const codes = new Map<string, number>()
     const child = join(import.meta.dirname, 'fixtures', 'lease-child.mjs')
     let spawned = 0
-    const start = (offset = 0) => {
+    const start = (offset = 0, stepBackMs = 0) => {
       spawned++
       const proc = spawn(process.execPath, [child], {
         env: {
@@ -98,6 +98,7 @@ describe('PostgresLeaseRegistry', () => {
           PG_URL: URL_,
           TTL_MS: String(ttlMs),
           CLOCK_OFFSET_MS: String(offset),
+          STEP_BACK_MS: String(stepBackMs),
           HOLDER: `child-${spawned}`,
         },
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -118,7 +119,8 @@ describe('PostgresLeaseRegistry', () => {
     }
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
     try {
-      for (let i = 0; i < 4; i++) start() // three workers to lease, four processes: one waits
+      // Three workers to lease, four processes: one waits. One steps its clock back by 2 s.
+      for (let i = 0; i < 4; i++) start(0, i === 0 ? 2000 : 0)
       await sleep(1500)
       for (let round = 0; round < 5; round++) {
         const victim = [...children][Math.floor(Math.random() * children.size)]!
