@@ -1,7 +1,7 @@
 import { asAsync, describeAdapter, type RawDatabase } from '@shardflake/conformance'
 import { type IdSource, InProcessSource, type Sharding } from '@shardflake/core'
 import { type BlogEntities, mikroBlog } from './blog'
-import { databaseSource } from './sources'
+import { databaseSources } from './sources'
 
 type SourceMaker = (
   raw: RawDatabase,
@@ -24,7 +24,7 @@ export function describeMatrix(form: 'legacy' | 'define' | 'es', blog: BlogEntit
       'in-process': inProcess,
       'in-process behind promises': (raw, sharding, name) =>
         asAsync(inProcess(raw, sharding, name) as IdSource),
-      ...databaseSource(dialect),
+      ...databaseSources(dialect),
     }
     for (const [kind, create] of Object.entries(sources)) {
       const tag = kind

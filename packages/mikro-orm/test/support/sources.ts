@@ -1,15 +1,60 @@
 import type { Dialect, RawDatabase } from '@shardflake/conformance'
 import type { IdSource, Sharding } from '@shardflake/core'
 import { createMysqlPool, installTicketServers, TicketServerSource } from '@shardflake/mysql'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import { RedisSource } from '@shardflake/redis'
+import { Redis } from 'ioredis'
+import pg from 'pg'
+
+type SourceMaker = (raw: RawDatabase, sharding: Sharding, name: string) => Promise<IdSource>
 
 /**
- * The server's own source (`PostgresSource` / `MysqlSource`) for the matrix, once those packages
- * take a `sharding`; none until then.
+ * The database-backed sources of the matrix for a server: its own routines (`PostgresSource`;
+ * `MysqlSource` once it takes a `sharding`) and `RedisSource`.
  */
-export function databaseSource(
-  _dialect: Dialect,
-): Record<string, (raw: RawDatabase, sharding: Sharding, name: string) => Promise<IdSource>> {
-  return {}
+export function databaseSources(dialect: Dialect): Record<string, SourceMaker> {
+  return {
+    ...(dialect === 'postgres' ? { PostgresSource: postgresSource } : {}),
+    RedisSource: (raw, sharding) => redisSource(sharding, `${raw.name}:`),
+  }
+}
+
+/** `next_id()` installed in the test database for every logical shard; closing ends its pool. */
+export async function postgresSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
+  const pool = new pg.Pool({ connectionString: raw.url, max: 8 })
+  await installPostgres(pool, { sharding, shards: 'all' })
+  const source = new PostgresSource({ sharding, databases: pool })
+  return withClose(source, () => pool.end())
+}
+
+/** `RedisSource` on the shared Redis (`REDIS_URL`) under a key prefix of its own; closing deletes its keys. */
+export function redisSource(sharding: Sharding, keyPrefix: string): Promise<IdSource> {
+  const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+  const source = new RedisSource({ sharding, servers: url, keyPrefix })
+  return Promise.resolve(
+    withClose(source, async () => {
+      const client = new Redis(url)
+      try {
+        const keys = await client.keys(`${keyPrefix}*`)
+        if (keys.length > 0) await client.del(...keys)
+      } finally {
+        client.disconnect()
+      }
+    }),
+  )
+}
+
+function withClose(source: IdSource, end: () => Promise<void>): IdSource {
+  return {
+    sharding: source.sharding,
+    synchronous: source.synchronous,
+    nextId: (shard, context) => source.nextId(shard, context),
+    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
+    async close() {
+      await source.close()
+      await end()
+    },
+  }
 }
 
 /**
