@@ -7,6 +7,7 @@ import {
   ShardflakeError,
   type ShardingDescription,
   type ShardList,
+  ShardMovedError,
   SourceUnavailableError,
 } from '@shardflake/core'
 import { openSession, type Session, type SqlClient } from './client'
@@ -105,6 +106,8 @@ export interface MoveResult {
  * @throws ConfigurationError when `from` and `to` are the same database, a shard is not installed
  *   on `from` (or under another schema name on `to`), or `from` holds no installation.
  * @throws ShardingMismatchError when `from` or `to` records another layout or `logicalShards`.
+ * @throws ShardMovedError when a shard already moved from `from` to another database, or `to` has
+ *   moved it on since (a stale re-run).
  * @throws InvalidIdentifierError for a schema or prefix that is not a plain identifier.
  * @throws LockTimeoutError when a lock was not granted within `lockTimeoutMs`.
  * @example
@@ -267,12 +270,14 @@ async function checkMove(
   for (const [shard, movedTo] of retiredFrom) {
     // (No destination recorded: fenced by hand, or by a move that died before recording it.)
     if (movedTo !== undefined && movedTo !== destination) {
-      throw new ConfigurationError(
+      throw new ShardMovedError(
+        shard,
         `Logical shard ${shard} already moved from the old database (from) to ${movedTo}, not to this new one (${destination}): move it from there. Nothing was changed.`,
       )
     }
     if (retiredTo.has(shard)) {
-      throw new ConfigurationError(
+      throw new ShardMovedError(
+        shard,
         `Logical shard ${shard} already moved from the old database (from) to the new one (to), which has since moved it on to ${retiredTo.get(shard) ?? 'another database'}: this is a stale re-run. Nothing was changed.`,
       )
     }
