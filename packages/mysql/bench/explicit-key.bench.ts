@@ -25,8 +25,8 @@
  */
 import { readdirSync, readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
-import { allocateIds, InProcessSource, instagram } from '@shardflake/core'
-import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import { allocateIds, defineSharding, InProcessSource, instagram } from '@shardflake/core'
+import { createMysqlPool, installMysql, MysqlSource } from '@shardflake/mysql'
 import type { RowDataPacket } from 'mysql2/promise'
 
 const json = process.argv.includes('--json')
@@ -59,27 +59,16 @@ async function dropAll(): Promise<void> {
 }
 
 await dropAll()
-const shardList = Array.from({ length: LOGICAL }, (_, i) => i)
-await installMysqlShards(admin, {
-  layout: instagram,
-  shards: shardList,
-  schemaPrefix: `${PREFIX}shard_`,
-  logicalShards: LOGICAL,
-})
+const sharding = defineSharding({ layout: instagram, logicalShards: LOGICAL })
+await installMysql(admin, { sharding, shards: 'all', schemaPrefix: `${PREFIX}shard_` })
 await admin.query(`CREATE DATABASE ${DB}`)
 await admin.query("SET GLOBAL innodb_monitor_enable = 'index_page_splits'")
-const common = {
-  layout: instagram,
-  pool: admin,
-  shards: shardList,
-  schemaPrefix: `${PREFIX}shard_`,
-  logicalShards: LOGICAL,
-}
+const common = { sharding, databases: admin, schemaPrefix: `${PREFIX}shard_` }
 const source = new MysqlSource(common)
 const buffered10k = new MysqlSource({ ...common, prefetch: { size: 10_000 } })
 const buffered1k = new MysqlSource({ ...common, prefetch: { size: 1000 } })
 const buffered1kB = new MysqlSource({ ...common, prefetch: { size: 1000 } })
-const inProcess = new InProcessSource({ layout: instagram, shards: 'all', logicalShards: LOGICAL })
+const inProcess = new InProcessSource({ sharding, shards: 'all' })
 
 // ---- the kv shape ------------------------------------------------------------------------------
 const KV = '(id BIGINT NOT NULL PRIMARY KEY, payload INT NOT NULL)'

@@ -16,8 +16,8 @@
  * with the baseline (ROUNDS, default 5); medians of rows/s and of the per-pair ratios. `--json` prints JSON only. VARIANTS=a,b keeps the variants whose
  * names contain a or b (and the baseline).
  */
-import { instagram } from '@shardflake/core'
-import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import { defineSharding, instagram } from '@shardflake/core'
+import { createMysqlPool, installMysql, MysqlSource } from '@shardflake/mysql'
 import mysqlCallbacks from 'mysql2'
 
 const json = process.argv.includes('--json')
@@ -26,6 +26,7 @@ const seconds = Number(process.env.SECONDS ?? 1)
 const url = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 const connectionCounts = (process.env.CONNS ?? '1,16').split(',').map(Number)
 const PREFIX = 'sf_my_lever_'
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 const DB = `\`${PREFIX}data\``
 const SHARD = `\`${PREFIX}shard_1\``
 const log = (text: string) => {
@@ -50,7 +51,7 @@ async function dropAll(): Promise<void> {
 }
 
 await dropAll()
-await installMysqlShards(pool, { layout: instagram, shards: [1], schemaPrefix: `${PREFIX}shard_` })
+await installMysql(pool, { sharding, shards: [1], schemaPrefix: `${PREFIX}shard_` })
 await pool.query(`CREATE DATABASE ${DB}`)
 await pool.query(
   `CREATE TABLE ${DB}.t_ai (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, payload INT NOT NULL)`,
@@ -61,10 +62,10 @@ for (const table of ['t_sf', 't_local', 't_small', 't_local_prep', 't_prep', 't_
   )
 }
 
-const source = new MysqlSource({ layout: instagram, pool, schemaPrefix: `${PREFIX}shard_` })
+const source = new MysqlSource({ sharding, databases: pool, schemaPrefix: `${PREFIX}shard_` })
 const buffered = new MysqlSource({
-  layout: instagram,
-  pool,
+  sharding,
+  databases: pool,
   schemaPrefix: `${PREFIX}shard_`,
   prefetch: { size: 10_000 },
 })

@@ -14,10 +14,11 @@
  * rounds alternate over all cells (ROUNDS, default 3) and medians are reported. Duplicates of every
  * ID that reaches the client are counted. `--json` prints JSON only.
  */
-import { instagram } from '@shardflake/core'
+import { defineSharding, instagram } from '@shardflake/core'
 import {
   createMysqlPool,
-  installMysqlShards,
+  installMysql,
+  installTicketServers,
   MysqlSource,
   TicketServerSource,
 } from '@shardflake/mysql'
@@ -28,6 +29,7 @@ const rounds = Number(process.env.ROUNDS ?? 3)
 const seconds = Number(process.env.SECONDS ?? 1.5)
 const url = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 const PREFIX = 'sf_my_bench_'
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 const DB = `\`${PREFIX}data\``
 const SHARD = `\`${PREFIX}shard_1\``
 const log = (text: string) => {
@@ -48,8 +50,8 @@ async function setup(): Promise<void> {
     [`${PREFIX.replace(/_/g, '\\_')}%`],
   )
   for (const { name } of found as { name: string }[]) await pool.query(`DROP DATABASE \`${name}\``)
-  await installMysqlShards(pool, {
-    layout: instagram,
+  await installMysql(pool, {
+    sharding,
     shards: [1],
     schemaPrefix: `${PREFIX}shard_`,
   })
@@ -65,24 +67,22 @@ async function setup(): Promise<void> {
 }
 
 await setup()
-const source = new MysqlSource({ layout: instagram, pool, schemaPrefix: `${PREFIX}shard_` })
+const source = new MysqlSource({ sharding, databases: pool, schemaPrefix: `${PREFIX}shard_` })
 const buffered = new MysqlSource({
-  layout: instagram,
-  pool,
+  sharding,
+  databases: pool,
   schemaPrefix: `${PREFIX}shard_`,
   prefetch: { size: 1000 },
 })
 const bulk = new MysqlSource({
-  layout: instagram,
-  pool,
+  sharding,
+  databases: pool,
   schemaPrefix: `${PREFIX}shard_`,
   prefetch: { size: 10_000 },
 })
-const tickets = new TicketServerSource({
-  servers: [{ pool, database: `${PREFIX}tickets` }],
-  sequence: 'bench',
-})
-await tickets.install()
+const ticketOptions = { servers: [{ pool, database: `${PREFIX}tickets` }], sequence: 'bench' }
+await installTicketServers(ticketOptions)
+const tickets = new TicketServerSource(ticketOptions)
 
 const rows1000 = Array.from({ length: 1000 }, () => '(1)').join(',')
 const insertWithIds = (ids: bigint[]) =>

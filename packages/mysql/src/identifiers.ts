@@ -9,6 +9,15 @@ export function quoteIdentifier(kind: string, value: string): string {
 }
 
 /**
+ * The database of a logical shard: `${prefix}${shard}` (`shard_5`).
+ * @default prefix 'shard_'
+ * @throws InvalidIdentifierError
+ */
+export function shardSchemaName(shard: number, prefix = 'shard_'): string {
+  return checkIdentifier('database', `${prefix}${shard}`)
+}
+
+/**
  * Validates a database-name prefix: the database of shard `n` is `${prefix}${n}`, so the prefix
  * plus the longest shard number must still be an identifier.
  * @throws InvalidIdentifierError

@@ -1,11 +1,11 @@
-export { checkIdentifier, checkSchemaPrefix, quoteIdentifier } from './identifiers'
+export { checkIdentifier, checkSchemaPrefix, quoteIdentifier, shardSchemaName } from './identifiers'
 export {
-  detectDialect,
   type InstallMysqlOptions,
-  type InstallMysqlResult,
   type InstallProgress,
-  installMysqlShards,
+  type InstallResult,
+  installMysql,
 } from './installer'
+export { MysqlLeaseRegistry, type MysqlLeaseRegistryOptions } from './lease-registry'
 export {
   type MovedShard,
   type MoveMysqlOptions,
@@ -13,30 +13,24 @@ export {
   type MoveProgress,
   moveMysqlShards,
 } from './move'
-export { MysqlSource, type MysqlSourceOptions } from './mysql-source'
+export { MysqlSource, type MysqlSourceOptions, type MysqlTarget } from './mysql-source'
 export { BIG_NUMBER_OPTIONS, checkBigNumberConfig, createMysqlPool } from './pool'
+export { detectDialect } from './shard-state'
 export {
   type CounterEngine,
-  type GenerateMysqlSqlOptions,
-  generateMysqlSql,
   layoutKey,
-  MAX_BATCH,
   type MysqlDialect,
   type MysqlSqlOptions,
-  type MysqlTriggerOptions,
-  mysqlFenceStatements,
-  mysqlShardStatements,
-  mysqlTriggerSql,
-  SQL_VERSION,
-  shardDatabase,
-} from './sql'
+} from './sql/options'
+export { type MysqlSqlScriptOptions, mysqlSql } from './sql/script'
+export { MAX_BATCH, ROUTINE_SQL_MODE, SQL_VERSION } from './sql/shard-parts'
+export { SIGNALS } from './sql/signals'
+export { type MysqlTriggerOptions, mysqlTriggerSql } from './sql/trigger'
 export {
   MAX_TICKET_INCREMENT,
-  type TicketEngine,
-  type TicketInstallOptions,
   type TicketServer,
-  TicketServerSource,
-  type TicketServerSourceOptions,
-  type TicketSqlOptions,
-  ticketServerStatements,
-} from './ticket-server-source'
+  type TicketServersOptions,
+} from './tickets/config'
+export { type InstallTicketServersOptions, installTicketServers } from './tickets/install'
+export { TicketServerSource, type TicketServerSourceOptions } from './tickets/source'
+export { type TicketEngine, type TicketSqlOptions, ticketServerSql } from './tickets/sql'

@@ -1,26 +1,32 @@
-import { ConfigurationError, InvalidArgumentError, LayoutMismatchError } from '@shardflake/core'
+import {
+  readShardList,
+  type ShardingDescription,
+  type ShardList,
+  ShardMovedError,
+} from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
-import { asDriverError, translateRoutineError } from './errors'
+import { translateError } from './errors'
+import { shardSchemaName } from './identifiers'
+import { detectDialect, readShardState } from './shard-state'
 import {
   counterLimit,
-  layoutKey,
   type MysqlDialect,
   type MysqlSqlOptions,
   resolveSqlOptions,
-  shardDatabase,
-  shardStatements,
-} from './sql'
+} from './sql/options'
+import { shardStatements } from './sql/script'
+import { STRICT_MODE_BEGIN, STRICT_MODE_END } from './sql/shard-parts'
 
-/** What {@link installMysqlShards} takes. */
+/** What {@link installMysql} takes. */
 export interface InstallMysqlOptions extends Omit<MysqlSqlOptions, 'dialect'> {
-  /** The logical shards to install on this server (from `parseShardList`). */
-  shards: readonly number[]
+  /** The logical shards this server holds: a list, `{ from, to }`, `'all'` or `"0-99,200"`. */
+  shards: ShardList
   /**
    * The server's dialect; `'auto'` asks the server (`VERSION()` contains `MariaDB`).
    * @default 'auto'
    */
   dialect?: MysqlDialect | 'auto'
-  /** Called after each shard with the number of shards done so far. */
+  /** Called after each shard (for a progress bar). */
   onProgress?: (progress: InstallProgress) => void
 }
 
@@ -34,168 +40,120 @@ export interface InstallProgress {
   created: boolean
 }
 
-/** What {@link installMysqlShards} did. */
-export interface InstallMysqlResult {
-  dialect: MysqlDialect
+/** What {@link installMysql} did: the same shape as `installPostgres`'s. */
+export interface InstallResult {
+  /** The sharding recorded with every shard. */
+  sharding: ShardingDescription
+  /** The shards installed or updated, ascending. */
+  shards: number[]
   /** Shards installed for the first time. */
   created: number[]
-  /** Shards that existed with the same layout (routines replaced, counters kept). */
+  /** Shards that existed with the same sharding (routines replaced, counters kept). */
   updated: number[]
+  dialect: 'mysql'
+  /** The server's flavour: MariaDB or MySQL 8. */
+  flavor: MysqlDialect
 }
 
 /**
- * Installs (or re-installs) the routines of `shards` on one server, one shard after the other:
- * idempotent, counters are never reset, and a shard that already has a **different layout**, or
- * that moved away from this server, makes the whole call fail before anything is changed.
+ * Installs (or re-installs) `shards` on one server, one after the other: per shard a database
+ * with its metadata (the layout and logicalShards), its counter and its routines. Idempotent:
+ * counters are never reset. Everything is checked before anything is created: the layout can
+ * still make IDs (`layout.checkGenerating()`), the shard list and names are valid, and no shard
+ * of the list holds another sharding or moved away from this server.
  *
  * @example
  * ```ts
- * import { instagram, parseShardList } from '@shardflake/core'
- * import { createMysqlPool, installMysqlShards } from '@shardflake/mysql'
+ * import { defineSharding, instagram } from '@shardflake/core'
+ * import { createMysqlPool, installMysql } from '@shardflake/mysql'
  *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
  * const pool = await createMysqlPool('mysql://root@127.0.0.1:3306/test')
- * await installMysqlShards(pool, {
- *   layout: instagram,
- *   shards: parseShardList('0-999'),
- *   onProgress: ({ done, total }) => console.log(`${done}/${total}`),
- * })
+ * await installMysql(pool, { sharding, shards: '0-999' })
  * ```
- * @throws LayoutMismatchError when a shard was installed with another layout.
- * @throws ConfigurationError when a shard moved away from this server (`moveMysqlShards`):
- *   installing it again would issue IDs its new home issues too. Move it back instead.
+ * @throws ConfigurationError without a sharding (it names `logicalShards`).
+ * @throws TimeExhaustedError, InvalidLayoutError for a layout that cannot make IDs now.
+ * @throws ShardOutOfRangeError, InvalidArgumentError, InvalidIdentifierError for bad input.
+ * @throws ShardingMismatchError when a shard was installed with another layout or logicalShards.
+ * @throws ShardMovedError when a shard moved away from this server (move it back instead).
  */
-export async function installMysqlShards(
+export async function installMysql(
   pool: Pool,
   options: InstallMysqlOptions,
-): Promise<InstallMysqlResult> {
-  const { shards } = options
-  if (shards.length === 0) throw new InvalidArgumentError('shards must not be empty.')
+): Promise<InstallResult> {
+  // Everything the caller gave is checked before the server is asked anything.
+  const base = resolveSqlOptions({ ...options, dialect: 'mariadb' }, 'installMysql')
+  const shards = readShardList(options.shards, base.sharding)
+  shardSchemaName(shards[shards.length - 1]!, base.schemaPrefix)
   const dialect =
     options.dialect === undefined || options.dialect === 'auto'
-      ? await detectDialect(pool)
+      ? await detectDialect(pool).catch((error: unknown) => {
+          throw translateError(error, { what: 'the server' })
+        })
       : options.dialect
-  const o = resolveSqlOptions({ ...options, dialect })
-  for (const shard of shards) o.layout.checkShard(shard)
-  const key = layoutKey(o.layout)
-  const connection = await pool.getConnection()
+  const o = resolveSqlOptions({ ...options, dialect }, 'installMysql')
+  const { sharding } = o
+  let connection: Awaited<ReturnType<Pool['getConnection']>>
   try {
-    const existing = new Map<number, string>()
+    connection = await pool.getConnection()
+  } catch (error) {
+    throw translateError(error, { what: 'the server' })
+  }
+  let failed = false
+  try {
+    const existing = new Set<number>()
     const limit = counterLimit(o.layout)
     for (const shard of shards) {
-      const database = shardDatabase(o.schemaPrefix, shard)
-      const state = await readShardState(connection, database)
-      const installed = state?.layoutKey
-      if (installed === undefined) continue
-      if (installed !== key) {
-        throw new LayoutMismatchError(
-          `Shard ${shard} (database ${database}) was installed with layout ${installed}; refusing to install ${key}. Use the layout the IDs were made with.`,
+      const database = shardSchemaName(shard, o.schemaPrefix)
+      const what = `logical shard ${shard} (database ${database})`
+      const state = await readShardState(connection, database).catch((error: unknown) => {
+        throw translateError(error, { what, shard })
+      })
+      if (state?.layoutKey === undefined) continue
+      if (state.sharding) sharding.checkSame(state.sharding, `database ${database}`)
+      if (state.movedTo !== undefined || (state.counter ?? 0n) > limit) {
+        throw new ShardMovedError(
+          shard,
+          `Logical shard ${shard} (database ${database}) moved from this server to another one${state.movedTo === undefined ? '' : ` (${state.movedTo}${state.movedAt === undefined ? '' : `, ${state.movedAt}`})`}: installing it here again would issue IDs its new home issues too. Nothing was changed. To bring it back, move it back (moveMysqlShards).`,
         )
       }
-      if (state?.movedTo !== undefined || (state?.counter ?? 0n) > limit) {
-        throw new ConfigurationError(
-          `Logical shard ${shard} (database ${database}) moved from this server to another one${state?.movedTo === undefined ? '' : ` (${state.movedTo}${state.movedAt === undefined ? '' : `, ${state.movedAt}`})`}: installing it here again would issue IDs its new home issues too. Nothing was changed. To bring it back, move it back (moveMysqlShards).`,
-        )
-      }
-      existing.set(shard, installed)
+      existing.add(shard)
     }
-    const result: InstallMysqlResult = { dialect, created: [], updated: [] }
+    const result: InstallResult = {
+      sharding: sharding.toJSON(),
+      shards,
+      created: [],
+      updated: [],
+      dialect: 'mysql',
+      flavor: dialect,
+    }
     let done = 0
     for (const shard of shards) {
-      for (const statement of shardStatements(o, shard)) {
-        try {
+      const database = shardSchemaName(shard, o.schemaPrefix)
+      try {
+        for (const statement of [
+          ...STRICT_MODE_BEGIN,
+          ...shardStatements(o, shard),
+          ...STRICT_MODE_END,
+        ]) {
           await connection.query(statement)
-        } catch (error) {
-          throw translateRoutineError(error, shard, 0)
         }
+      } catch (error) {
+        failed = true
+        throw translateError(error, {
+          what: `logical shard ${shard} (database ${database})`,
+          shard,
+        })
       }
       const created = !existing.has(shard)
       ;(created ? result.created : result.updated).push(shard)
       done++
-      options.onProgress?.({
-        shard,
-        database: shardDatabase(o.schemaPrefix, shard),
-        done,
-        total: shards.length,
-        created,
-      })
+      options.onProgress?.({ shard, database, done, total: shards.length, created })
     }
     return result
   } finally {
-    connection.release()
-  }
-}
-
-/** `'mariadb'` when the server says MariaDB, else `'mysql8'`. */
-export async function detectDialect(pool: Pick<Pool, 'query'>): Promise<MysqlDialect> {
-  const [rows] = await pool.query('SELECT VERSION() AS version')
-  const version = String((rows as { version?: unknown }[])[0]?.version ?? '')
-  return /mariadb/i.test(version) ? 'mariadb' : 'mysql8'
-}
-
-/** What a shard database holds, as far as installing and moving it care. @internal */
-export interface ShardState {
-  layoutKey: string | undefined
-  /** Where the shard moved to (`sf_meta.moved_to`), when it moved away from this server. */
-  movedTo: string | undefined
-  movedAt: string | undefined
-  /** `sf_meta.moved_fence`: the counter's last value when it was fenced. */
-  movedFence: bigint | undefined
-  /** `sf_meta.move_id`: the move that fenced the shard here. */
-  moveId: string | undefined
-  /** `sf_meta.arrived_by`: the move that brought the shard here. */
-  arrivedBy: string | undefined
-  /** The counter row's raw value; undefined without one. */
-  counter: bigint | undefined
-}
-
-/**
- * The metadata and counter of a shard database in one round trip, or undefined when it has no
- * `sf_meta` (not installed). @internal
- */
-export async function readShardState(
-  connection: Pick<Pool, 'query'>,
-  database: string,
-): Promise<ShardState | undefined> {
-  const db = `\`${database}\``
-  const meta = ['layout_key', 'moved_to', 'moved_at', 'moved_fence', 'move_id', 'arrived_by']
-    .map(
-      (name) => `(SELECT \`value\` FROM ${db}.\`sf_meta\` WHERE \`name\` = '${name}') AS ${name}`,
-    )
-    .join(', ')
-  let found: Record<string, unknown>
-  try {
-    const [rows] = await connection.query(
-      `SELECT ${meta}, (SELECT CAST(\`v\` AS CHAR) FROM ${db}.\`sf_counter\` WHERE \`k\` = 1) AS counter`,
-    )
-    found = (rows as Record<string, unknown>[])[0] ?? {}
-  } catch (error) {
-    const code = asDriverError(error)?.code
-    if (code === 'ER_BAD_DB_ERROR') return undefined
-    if (code !== 'ER_NO_SUCH_TABLE') throw error
-    // No counter table (a half-done install), or no metadata at all.
-    try {
-      const [rows] = await connection.query(`SELECT ${meta}`)
-      found = (rows as Record<string, unknown>[])[0] ?? {}
-    } catch (inner) {
-      if (asDriverError(inner)?.code === 'ER_NO_SUCH_TABLE') return undefined
-      throw inner
-    }
-  }
-  const value = (name: string): string | undefined => {
-    const v = found[name]
-    return typeof v === 'string' ? v : undefined
-  }
-  const big = (name: string): bigint | undefined => {
-    const v = value(name)
-    return v !== undefined && /^\d+$/.test(v) ? BigInt(v) : undefined
-  }
-  return {
-    layoutKey: value('layout_key'),
-    movedTo: value('moved_to'),
-    movedAt: value('moved_at'),
-    movedFence: big('moved_fence'),
-    moveId: value('move_id'),
-    arrivedBy: value('arrived_by'),
-    counter: big('counter'),
+    // A statement that failed half-way may have left the session's sql_mode strict.
+    if (failed) connection.destroy()
+    else connection.release()
   }
 }

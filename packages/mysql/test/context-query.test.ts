@@ -1,15 +1,16 @@
 import {
   ConfigurationError,
   defineLayout,
+  defineSharding,
   type IdRequestContext,
-  LayoutMismatchError,
+  ShardingMismatchError,
 } from '@shardflake/core'
 import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createMysqlPool, installMysqlShards, MysqlSource } from '../src'
-import { dropDatabases, MYSQL_URL, rows } from './helpers'
+import { createMysqlPool, installMysql, MysqlSource } from '../src'
+import { dropDatabases, MYSQL_URL, RUN, rows } from './helpers'
 
-const PREFIX = 'sf_my_ctx_'
+const PREFIX = `sf_my_ctx_${RUN}_`
 const ARIA = `${PREFIX}aria_`
 const INNO = `${PREFIX}inno_`
 const MYISAM = `${PREFIX}myisam_`
@@ -20,15 +21,16 @@ const layout = defineLayout({
   shardBits: 13,
   sequenceBits: 10,
 })
+const sharding = defineSharding({ layout, logicalShards: 64 })
 
 let pool: Pool
 
 beforeAll(async () => {
   pool = await createMysqlPool(MYSQL_URL)
   await dropDatabases(pool, PREFIX)
-  await installMysqlShards(pool, { layout, shards: [1, 2], schemaPrefix: ARIA })
-  await installMysqlShards(pool, {
-    layout,
+  await installMysql(pool, { sharding, shards: [1, 2], schemaPrefix: ARIA })
+  await installMysql(pool, {
+    sharding,
     shards: [1, 2],
     schemaPrefix: INNO,
     counterEngine: 'InnoDB',
@@ -84,7 +86,7 @@ const counterValue = (id: bigint) => {
 
 describe('MysqlSource useContextQuery', () => {
   it('is off by default: the caller connection is not used', async () => {
-    const source = new MysqlSource({ layout, pool, schemaPrefix: ARIA })
+    const source = new MysqlSource({ sharding, databases: pool, schemaPrefix: ARIA })
     const { connection, context, calls } = await transaction()
     try {
       const ids = await source.nextIds(1, 5, context)
@@ -115,7 +117,12 @@ describe('MysqlSource useContextQuery', () => {
       raw.connection.release()
     }
 
-    const source = new MysqlSource({ layout, pool, schemaPrefix: INNO, useContextQuery: true })
+    const source = new MysqlSource({
+      sharding,
+      databases: pool,
+      schemaPrefix: INNO,
+      useContextQuery: true,
+    })
     const before = await counter(INNO, 1)
     for (let attempt = 0; attempt < 2; attempt++) {
       const { connection, context, calls } = await transaction()
@@ -135,8 +142,8 @@ describe('MysqlSource useContextQuery', () => {
     const ids = await source.nextIds(1, 3)
     expect(counterValue(ids[2]!) + 1n).toBe(await counter(INNO, 1))
     const some = new MysqlSource({
-      layout,
-      pool,
+      sharding,
+      databases: pool,
       schemaPrefix: INNO,
       useContextQuery: (shard) => shard === 2,
     })
@@ -153,7 +160,12 @@ describe('MysqlSource useContextQuery', () => {
   })
 
   it('accepts a counter altered to a non-transactional engine (read again after a refusal)', async () => {
-    const source = new MysqlSource({ layout, pool, schemaPrefix: INNO, useContextQuery: true })
+    const source = new MysqlSource({
+      sharding,
+      databases: pool,
+      schemaPrefix: INNO,
+      useContextQuery: true,
+    })
     const first = await transaction()
     try {
       await expect(source.nextIds(2, 4, first.context)).rejects.toBeInstanceOf(ConfigurationError)
@@ -176,13 +188,18 @@ describe('MysqlSource useContextQuery', () => {
   })
 
   it('MyISAM counter: accepted, the rollback keeps the counter', async () => {
-    await installMysqlShards(pool, {
-      layout,
+    await installMysql(pool, {
+      sharding,
       shards: [3],
       schemaPrefix: MYISAM,
       counterEngine: 'MyISAM',
     })
-    const source = new MysqlSource({ layout, pool, schemaPrefix: MYISAM, useContextQuery: true })
+    const source = new MysqlSource({
+      sharding,
+      databases: pool,
+      schemaPrefix: MYISAM,
+      useContextQuery: true,
+    })
     await source.nextIds(3, 1)
     const before = await counter(MYISAM, 3)
     const { connection, context, calls } = await transaction()
@@ -198,7 +215,7 @@ describe('MysqlSource useContextQuery', () => {
     expect(counterValue(after[0]!) >= before + 6n).toBe(true)
   })
 
-  it('another layout installed: LayoutMismatchError, nothing reserved on the caller connection', async () => {
+  it('another layout installed: ShardingMismatchError, nothing reserved on the caller connection', async () => {
     const other = defineLayout({
       name: 'other',
       epoch: '2000-01-01T00:00:00Z',
@@ -207,15 +224,15 @@ describe('MysqlSource useContextQuery', () => {
       sequenceBits: 12,
     })
     const source = new MysqlSource({
-      layout: other,
-      pool,
+      sharding: defineSharding({ layout: other, logicalShards: 64 }),
+      databases: pool,
       schemaPrefix: ARIA,
       useContextQuery: true,
     })
     const before = await counter(ARIA, 1)
     const { connection, context, calls } = await transaction()
     try {
-      await expect(source.nextIds(1, 5, context)).rejects.toBeInstanceOf(LayoutMismatchError)
+      await expect(source.nextIds(1, 5, context)).rejects.toBeInstanceOf(ShardingMismatchError)
       expect(calls).toHaveLength(1) // the check, and no reserve
       expect(reserves(calls)).toEqual([])
     } finally {
@@ -226,7 +243,12 @@ describe('MysqlSource useContextQuery', () => {
   })
 
   it('Aria counter (MariaDB default): the reserve is not part of the transaction, nothing is given back', async () => {
-    const source = new MysqlSource({ layout, pool, schemaPrefix: ARIA, useContextQuery: true })
+    const source = new MysqlSource({
+      sharding,
+      databases: pool,
+      schemaPrefix: ARIA,
+      useContextQuery: true,
+    })
     await source.nextIds(2, 3)
     const before = await counter(ARIA, 2)
     const first = await transaction({ prefix: ARIA, shard: 2 })
@@ -251,8 +273,8 @@ describe('MysqlSource useContextQuery', () => {
     try {
       await held.beginTransaction()
       const source = new MysqlSource({
-        layout,
-        pool: single,
+        sharding,
+        databases: single,
         schemaPrefix: ARIA,
         shards: [1, 2],
         useContextQuery: true,
@@ -279,8 +301,8 @@ describe('MysqlSource useContextQuery', () => {
 
   it('a function picks the shards; calls through the caller connection skip the prefetch buffer', async () => {
     const source = new MysqlSource({
-      layout,
-      pool,
+      sharding,
+      databases: pool,
       schemaPrefix: ARIA,
       useContextQuery: (shard) => shard === 1,
       prefetch: { size: 100, maxAgeMs: 60_000 },

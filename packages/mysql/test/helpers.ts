@@ -49,6 +49,10 @@ export function distinct(ids: readonly bigint[]): { total: number; distinct: num
 export interface ExtraServer {
   url: string
   port: number
+  /** SIGSTOP: the server keeps its connections open and answers nothing. */
+  pause(): void
+  /** SIGCONT after {@link pause}. */
+  resume(): void
   stop(): Promise<void>
 }
 
@@ -112,6 +116,7 @@ export async function startMariadb(): Promise<ExtraServer> {
   }
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT')
       child.kill('SIGTERM')
       await exited
     }
@@ -121,5 +126,34 @@ export async function startMariadb(): Promise<ExtraServer> {
     await stop()
     throw new Error('The extra MariaDB server did not start.')
   }
-  return { url, port, stop }
+  return {
+    url,
+    port,
+    stop,
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
+  }
+}
+
+/** A tag of this test run, so that two runs at once use different databases. */
+export const RUN = `${process.pid.toString(36)}${Math.floor(Math.random() * 36 ** 2).toString(36)}`
+
+/** Runs a Ddl's statements in order on one connection (they set and restore its sql_mode). */
+export async function runDdl(pool: Pool, ddl: { statements: readonly string[] }): Promise<void> {
+  const connection = await pool.getConnection()
+  try {
+    for (const statement of ddl.statements) await connection.query(statement)
+  } finally {
+    connection.release()
+  }
+}
+
+/** The SQLSTATE of a driver error. */
+export async function sqlStateOf(promise: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await promise
+    return undefined
+  } catch (error) {
+    return (error as { sqlState?: string }).sqlState
+  }
 }

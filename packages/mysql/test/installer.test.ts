@@ -1,11 +1,20 @@
-import { defineLayout, instagram, LayoutMismatchError, parseShardList } from '@shardflake/core'
+import {
+  ConfigurationError,
+  defineLayout,
+  defineSharding,
+  instagram,
+  ShardingMismatchError,
+  ShardOutOfRangeError,
+  TimeExhaustedError,
+} from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type InstallProgress, installMysqlShards, layoutKey } from '../src'
-import { createPool, dropDatabases, rows } from './helpers'
+import { type InstallProgress, installMysql, layoutKey } from '../src'
+import { createPool, dropDatabases, RUN, rows } from './helpers'
 
-const PREFIX = 'sf_my_inst_'
-const SHARDS = `${PREFIX}shard_`
+const PREFIX = `sf_my_inst_${RUN}_`
+const SHARDS = `${PREFIX}s_`
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 
 let pool: Pool
 
@@ -28,17 +37,20 @@ async function installedDatabases(prefix: string): Promise<string[]> {
   return found.map((r) => r.name)
 }
 
-describe('installMysqlShards', () => {
-  it('installs many shards with progress, detects the dialect and records the layout', async () => {
+describe('installMysql', () => {
+  it('installs many shards with progress, detects the dialect and records the sharding', async () => {
     const progress: InstallProgress[] = []
-    const result = await installMysqlShards(pool, {
-      layout: instagram,
-      shards: parseShardList('0-24'),
+    const result = await installMysql(pool, {
+      sharding,
+      shards: '0-24',
       schemaPrefix: SHARDS,
       onProgress: (p) => progress.push(p),
     })
-    expect(result.dialect).toBe('mariadb')
-    expect(result.created).toEqual(parseShardList('0-24'))
+    expect(result.dialect).toBe('mysql')
+    expect(result.flavor).toBe('mariadb')
+    expect(result.sharding).toEqual(sharding.toJSON())
+    expect(result.shards).toEqual(Array.from({ length: 25 }, (_, i) => i))
+    expect(result.created).toEqual(result.shards)
     expect(result.updated).toEqual([])
     expect(progress.map((p) => p.done)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1))
     expect(progress.every((p) => p.total === 25 && p.created)).toBe(true)
@@ -55,6 +67,7 @@ describe('installMysqlShards', () => {
     const byName = Object.fromEntries(meta.map((m) => [m.name, m.value]))
     expect(byName.layout_key).toBe(layoutKey(instagram))
     expect(JSON.parse(byName.layout!)).toEqual(instagram.toJSON())
+    expect(byName.logical_shards).toBe('2000')
     expect(byName.shard).toBe('17')
     expect(byName.dialect).toBe('mariadb')
   })
@@ -63,11 +76,7 @@ describe('installMysqlShards', () => {
     await pool.query(`SELECT \`${SHARDS}3\`.next_id()`)
     const [before] = await rows<{ v: string }>(pool, `SELECT v FROM \`${SHARDS}3\`.sf_counter`)
     expect(BigInt(before!.v)).toBeGreaterThan(0n)
-    const result = await installMysqlShards(pool, {
-      layout: instagram,
-      shards: parseShardList('0-4,30'),
-      schemaPrefix: SHARDS,
-    })
+    const result = await installMysql(pool, { sharding, shards: '0-4,30', schemaPrefix: SHARDS })
     expect(result.updated).toEqual([0, 1, 2, 3, 4])
     expect(result.created).toEqual([30])
     const [after] = await rows<{ v: string }>(pool, `SELECT v FROM \`${SHARDS}3\`.sf_counter`)
@@ -76,7 +85,7 @@ describe('installMysqlShards', () => {
     expect(instagram.shardOf(row!.id)).toBe(3)
   })
 
-  it('refuses a conflicting layout with LayoutMismatchError and changes nothing', async () => {
+  it('refuses another layout or another logicalShards with ShardingMismatchError, creating nothing', async () => {
     const other = defineLayout({
       name: 'other',
       epoch: '2019-01-01T00:00:00Z',
@@ -85,30 +94,63 @@ describe('installMysqlShards', () => {
       sequenceBits: 10,
     })
     const before = await installedDatabases(SHARDS)
-    await expect(
-      installMysqlShards(pool, {
-        layout: other,
-        shards: parseShardList('40-41,2'),
+    for (const wrong of [
+      defineSharding({ layout: other, logicalShards: 2000 }),
+      defineSharding({ layout: instagram, logicalShards: 1000 }),
+    ]) {
+      const failure = installMysql(pool, {
+        sharding: wrong,
+        shards: '40-41,2',
         schemaPrefix: SHARDS,
-      }),
-    ).rejects.toBeInstanceOf(LayoutMismatchError)
+      })
+      await expect(failure).rejects.toBeInstanceOf(ShardingMismatchError)
+      await expect(failure).rejects.toThrow(/logicalShards/)
+    }
     expect(await installedDatabases(SHARDS)).toEqual(before)
     const [meta] = await rows<{ value: string }>(
       pool,
-      `SELECT value FROM \`${SHARDS}2\`.sf_meta WHERE name = 'layout_key'`,
+      `SELECT value FROM \`${SHARDS}2\`.sf_meta WHERE name = 'logical_shards'`,
     )
-    expect(meta!.value).toBe(layoutKey(instagram))
+    expect(meta!.value).toBe('2000')
+  })
+
+  it('validates everything before creating anything', async () => {
+    const prefix = `${PREFIX}v_`
+    await expect(
+      installMysql(pool, { shards: [1], schemaPrefix: prefix } as never),
+    ).rejects.toThrow(ConfigurationError)
+    await expect(
+      installMysql(pool, { layout: instagram, shards: [1], schemaPrefix: prefix } as never),
+    ).rejects.toThrow(/logicalShards/)
+    await expect(
+      installMysql(pool, { sharding, shards: '0-4000000000', schemaPrefix: prefix }),
+    ).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    const exhausted = defineLayout({
+      name: 'spent',
+      epoch: '2000-01-01T00:00:00Z',
+      timeBits: 30,
+      shardBits: 13,
+      sequenceBits: 10,
+    })
+    await expect(
+      installMysql(pool, {
+        sharding: defineSharding({ layout: exhausted, logicalShards: 8 }),
+        shards: [1],
+        schemaPrefix: prefix,
+      }),
+    ).rejects.toBeInstanceOf(TimeExhaustedError)
+    expect(await installedDatabases(prefix)).toEqual([])
   })
 
   it('installs the mysql8 dialect too (valid on MariaDB 10.6+ as well)', async () => {
-    const prefix = `${PREFIX}my8_`
-    const result = await installMysqlShards(pool, {
-      layout: instagram,
+    const prefix = `${PREFIX}m8_`
+    const result = await installMysql(pool, {
+      sharding,
       shards: [1, 2],
       schemaPrefix: prefix,
       dialect: 'mysql8',
     })
-    expect(result.dialect).toBe('mysql8')
+    expect(result.flavor).toBe('mysql8')
     const [engine] = await rows<{ e: string }>(
       pool,
       `SELECT ENGINE AS e FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${prefix}2' AND TABLE_NAME = 'sf_counter'`,

@@ -1,33 +1,43 @@
 import {
   ConfigurationError,
   defineLayout,
+  defineSharding,
   InvalidArgumentError,
   InvalidIdentifierError,
   instagram,
-  LayoutMismatchError,
+  LockTimeoutError,
+  ShardingMismatchError,
   ShardMap,
   ShardMovedError,
-  SourceUnavailableError,
 } from '@shardflake/core'
 import type { Pool, PoolConnection } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
-  installMysqlShards,
+  installMysql,
   type MoveProgress,
   MysqlSource,
   moveMysqlShards,
-  mysqlFenceStatements,
-  mysqlShardStatements,
   mysqlTriggerSql,
+  SIGNALS,
 } from '../src'
+import { fenceStatements } from '../src/sql/fence'
+import { type MysqlSqlOptions, resolveSqlOptions } from '../src/sql/options'
+import { shardStatements } from '../src/sql/script'
 import {
   createPool,
   dropDatabases,
   type ExtraServer,
   MYSQL_URL,
+  RUN,
   rows,
+  runDdl,
   startMariadb,
 } from './helpers'
+
+const fenceSql = (o: MysqlSqlOptions, shard: number, to: string) =>
+  fenceStatements(resolveSqlOptions(o), shard, to)
+const mysqlShardStatements = (o: MysqlSqlOptions, shard: number) =>
+  shardStatements(resolveSqlOptions(o), shard)
 
 /**
  * Moving logical shards from one MariaDB server (A, the shared one) to another (B, started for
@@ -36,10 +46,11 @@ import {
  * home, through a stored procedure that keeps old routine bodies cached, when run again, after a
  * crash half-way, and when moved back. Every ID is collected and counted; state is read back raw.
  */
-const PREFIX = 'sf_my_move_'
+const PREFIX = `sf_my_move_${RUN}_`
 const SHARDS = `${PREFIX}shard_`
 const LOG = `\`${PREFIX}log\``
 const layout = instagram
+const sharding = defineSharding({ layout, logicalShards: 8192 })
 /** The first counter value past the layout's time field; a fenced counter is L + LIMIT + 1. */
 const LIMIT = BigInt(layout.timeLimit) << 10n
 
@@ -59,14 +70,14 @@ beforeAll(async () => {
   adminA = createPool(MYSQL_URL, { connectionLimit: 1 })
   adminB = createPool(second.url, { connectionLimit: 1 })
   await dropDatabases(poolA, PREFIX)
-  await installMysqlShards(poolA, {
-    layout,
+  await installMysql(poolA, {
+    sharding,
     shards: [0, 1, 2, 3, 4, 6, 8, 9],
     schemaPrefix: SHARDS,
   })
   // Shard 5 may run a minute ahead of the clock (the burst below); shard 7 has an InnoDB counter.
-  await installMysqlShards(poolA, { layout, shards: [5], schemaPrefix: SHARDS, maxDriftMs: 60_000 })
-  await installMysqlShards(poolA, { layout, shards: [7], schemaPrefix: SHARDS, dialect: 'mysql8' })
+  await installMysql(poolA, { sharding, shards: [5], schemaPrefix: SHARDS, maxDriftMs: 60_000 })
+  await installMysql(poolA, { sharding, shards: [7], schemaPrefix: SHARDS, dialect: 'mysql8' })
   await poolA.query(`CREATE DATABASE ${LOG}`)
   const [me] = await rows<{ host: string; port: string }>(
     poolB,
@@ -125,14 +136,14 @@ async function failure(
 /** The message a fenced routine of `shard` signals. */
 const movedSignal = (shard: number) =>
   new RegExp(
-    `^shardflake:MOVED:logical shard ${shard} moved to server [^:]+:${second.port}; update the shard map$`,
+    `^shardflake: logical shard ${shard} moved to server [^:]+:${second.port}; update the shard map$`,
   )
 
 describe('moveMysqlShards: the reviewer scenario (a burst far ahead of the clock on A, then B)', () => {
   it('B continues above everything A issued: zero repeats', async () => {
     // B holds the shard already, installed fresh: its counter starts at its clock.
-    await installMysqlShards(poolB, {
-      layout,
+    await installMysql(poolB, {
+      sharding,
       shards: [5],
       schemaPrefix: SHARDS,
       maxDriftMs: 60_000,
@@ -160,7 +171,7 @@ describe('moveMysqlShards: the reviewer scenario (a burst far ahead of the clock
     const result = await moveMysqlShards({
       from: adminA,
       to: adminB,
-      layout,
+      sharding,
       shards: [5],
       schemaPrefix: SHARDS,
       maxDriftMs: 60_000,
@@ -168,9 +179,9 @@ describe('moveMysqlShards: the reviewer scenario (a burst far ahead of the clock
     })
     expect(result.dialect).toBe('mariadb')
     const [moved] = result.shards
-    expect(moved).toMatchObject({ shard: 5, resumed: false, fence: hi + 1n, counter: hi + 1n })
+    expect(moved).toMatchObject({ shard: 5, resumed: false, fencedAt: hi + 1n })
     expect(moved!.aheadMs).toBeGreaterThan(15_000)
-    expect(progress).toEqual([{ done: 1, total: 1, shard: 5, fence: hi + 1n }])
+    expect(progress).toEqual([{ done: 1, total: 1, shard: 5, fencedAt: hi + 1n }])
     // A's counter is fenced past the end of the layout, keeping L; B's stands at L.
     expect(await counter(poolA, 5)).toBe(hi + 1n + LIMIT + 1n)
     expect(await counter(poolB, 5)).toBe(hi + 1n)
@@ -183,9 +194,9 @@ describe('moveMysqlShards: the reviewer scenario (a burst far ahead of the clock
 
     // The shard map now says B for shard 5: 30,000 IDs from there, and some in SQL.
     const after = new MysqlSource({
-      layout,
+      sharding,
       schemaPrefix: SHARDS,
-      shardMap: new ShardMap(layout, [
+      databases: new ShardMap(sharding, [
         { from: 0, to: 4, target: poolA },
         { from: 5, to: 5, target: poolB },
         { from: 6, to: 9, target: poolA },
@@ -200,12 +211,12 @@ describe('moveMysqlShards: the reviewer scenario (a burst far ahead of the clock
     expect(new Set(fresh).size).toBe(30_600)
 
     // The old map, still pointing at A, gets a clear error, not IDs.
-    const before = new MysqlSource({ layout, schemaPrefix: SHARDS, pool: poolA })
+    const before = new MysqlSource({ sharding, schemaPrefix: SHARDS, databases: poolA })
     const stale = await before.nextIds(5, 10).catch((e: unknown) => e)
     expect(stale).toBeInstanceOf(ShardMovedError)
     expect(stale).toMatchObject({ code: 'SHARD_MOVED', shard: 5 })
     expect((stale as Error).message).toMatch(
-      /^Logical shard 5 moved to server .*; update the shard map: the shard map still sends logical shard 5 to its old server/,
+      /^Logical shard 5 \(database .*\) moved to another server .*the shard map still sends logical shard 5 there.*moved to server .*; update the shard map/,
     )
   })
 })
@@ -227,20 +238,21 @@ describe.each([
       await poolA.query(
         `CREATE TABLE ${triggered} (id BIGINT NOT NULL DEFAULT 0 PRIMARY KEY, note VARCHAR(10))`,
       )
-      for (const statement of mysqlTriggerSql({
-        layout,
-        schemaPrefix: SHARDS,
-        database: `${PREFIX}log`,
-        table: `trig_${shard}`,
-        shard,
-      })) {
-        await poolA.query(statement)
-      }
+      await runDdl(
+        poolA,
+        mysqlTriggerSql({
+          sharding,
+          schemaPrefix: SHARDS,
+          database: `${PREFIX}log`,
+          table: `trig_${shard}`,
+          shard,
+        }),
+      )
       await poolA.query(`INSERT INTO ${triggered} (note) VALUES ('before'), ('before')`)
       fromA.push(...idsOf(await poolA.query(`SELECT id FROM ${triggered}`)))
       // MysqlSource drawers on their own pool (no prefetch: every call reaches the server).
       const sourcePool = createPool(MYSQL_URL, { connectionLimit: 4 })
-      const source = new MysqlSource({ layout, schemaPrefix: SHARDS, pool: sourcePool })
+      const source = new MysqlSource({ sharding, schemaPrefix: SHARDS, databases: sourcePool })
       const refusals = new Map<string, number>()
       const inserted: bigint[] = []
       let rounds = 0
@@ -288,10 +300,10 @@ describe.each([
                 const refusal =
                   error instanceof ShardMovedError
                     ? /update the shard map/.test(e.message ?? '') && 'source: MOVED'
-                    : e.sqlState === '45000' && movedSignal(shard).test(e.sqlMessage ?? '')
+                    : e.sqlState === SIGNALS.MOVED && movedSignal(shard).test(e.sqlMessage ?? '')
                       ? 'sql: MOVED'
-                      : e.sqlState === '45000' &&
-                          /^shardflake:MOVED:logical shard \d+ moved to another server \(sf_meta\.moved_to\)/.test(
+                      : e.sqlState === SIGNALS.MOVED &&
+                          /^shardflake: logical shard \d+ moved to another server \(sf_meta\.moved_to\)/.test(
                             e.sqlMessage ?? '',
                           )
                         ? 'sql: MOVED (counter)'
@@ -306,7 +318,7 @@ describe.each([
                 moving = moveMysqlShards({
                   from: adminA,
                   to: adminB,
-                  layout,
+                  sharding,
                   shards: [shard],
                   schemaPrefix: SHARDS,
                 })
@@ -325,7 +337,7 @@ describe.each([
         await sourcePool.end()
       }
       const result = await moving!
-      fence = result.shards[0]!.fence
+      fence = result.shards[0]!.fencedAt
       expect(result.shards[0]!.resumed).toBe(false)
       // Every session drew before the fence and was refused three times after it, with MOVED.
       expect(fromA.length).toBeGreaterThan(8 * 20 * 50)
@@ -341,7 +353,7 @@ describe.each([
         `SELECT ENGINE AS e FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${SHARDS}${shard}' AND TABLE_NAME = 'sf_counter'`,
       )
       expect(table2!.e).toBe(engine)
-      const onB = new MysqlSource({ layout, schemaPrefix: SHARDS, pool: poolB })
+      const onB = new MysqlSource({ sharding, schemaPrefix: SHARDS, databases: poolB })
       for (let i = 0; i < 10; i++) fromB.push(...(await onB.nextIds(shard, 1000)))
       fromB.push(
         ...idsOf(await poolB.query(`SELECT ${db(shard)}.next_id() AS id FROM seq_1_to_500`)),
@@ -377,7 +389,7 @@ describe.each([
         `INSERT INTO ${triggered} (note) VALUES ('after')`,
       ]) {
         const error = await failure(poolA, sql)
-        expect(error.sqlState).toBe('45000')
+        expect(error.sqlState).toBe(SIGNALS.MOVED)
         expect(error.sqlMessage).toMatch(movedSignal(shard))
       }
       expect(await counter(poolA, shard)).toBe(fence + LIMIT + 1n)
@@ -389,12 +401,12 @@ describe.each([
     })
 
     it('re-installing the moved shard on A is refused (installer); statement by statement it stays fenced', async () => {
-      const error = await installMysqlShards(poolA, {
-        layout,
+      const error = await installMysql(poolA, {
+        sharding,
         shards: [shard],
         schemaPrefix: SHARDS,
       }).catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(ConfigurationError)
+      expect(error).toBeInstanceOf(ShardMovedError)
       expect((error as Error).message).toMatch(
         new RegExp(
           `Logical shard ${shard} .* moved from this server to another one \\(server .*:${second.port}, `,
@@ -403,7 +415,7 @@ describe.each([
       // The generated statements run the way `mariadb --force` runs a script: errors skipped.
       const failed: string[] = []
       for (const statement of mysqlShardStatements(
-        { layout, schemaPrefix: SHARDS, dialect: shard === 7 ? 'mysql8' : 'mariadb' },
+        { sharding, schemaPrefix: SHARDS, dialect: shard === 7 ? 'mysql8' : 'mariadb' },
         shard,
       )) {
         await poolA.query(statement).catch((e: { sqlMessage?: string }) => {
@@ -411,13 +423,13 @@ describe.each([
         })
       }
       expect(failed).toEqual([
-        `shardflake:MOVED:logical shard ${shard} moved from this server to another (sf_meta.moved_to); move it back instead`,
+        `shardflake: logical shard ${shard} moved from this server to another (sf_meta.moved_to); move it back instead`,
       ])
       // The routines are live again, but the counter is not: still nothing is issued.
       for (const sql of [`SELECT ${db(shard)}.next_id()`, `CALL ${db(shard)}.next_ids(3)`]) {
         const revived = await failure(poolA, sql)
         expect(revived.sqlMessage).toBe(
-          `shardflake:MOVED:logical shard ${shard} moved to another server (sf_meta.moved_to); update the shard map`,
+          `shardflake: logical shard ${shard} moved to another server (sf_meta.moved_to); update the shard map`,
         )
       }
       expect(await counter(poolA, shard)).toBe(fence + LIMIT + 1n)
@@ -428,11 +440,11 @@ describe.each([
       const again = await moveMysqlShards({
         from: adminA,
         to: adminB,
-        layout,
+        sharding,
         shards: [shard],
         schemaPrefix: SHARDS,
       })
-      expect(again.shards[0]).toMatchObject({ shard, fence, resumed: true })
+      expect(again.shards[0]).toMatchObject({ shard, fencedAt: fence, resumed: true })
       expect(await counter(poolA, shard)).toBe(fence + LIMIT + 1n)
       expect(await counter(poolB, shard)).toBeGreaterThanOrEqual(before)
       // The routines A got back above are fenced again.
@@ -448,11 +460,11 @@ describe.each([
       const back = await moveMysqlShards({
         from: adminB,
         to: adminA,
-        layout,
+        sharding,
         shards: [shard],
         schemaPrefix: SHARDS,
       })
-      const fenceB = back.shards[0]!.fence
+      const fenceB = back.shards[0]!.fencedAt
       expect(fenceB > fence).toBe(true)
       for (const id of fromB) expect(counterValue(id) < fenceB).toBe(true)
       const onA = await meta(poolA, shard)
@@ -470,11 +482,11 @@ describe.each([
       const all = [...fromA, ...fromB, ...again]
       expect(new Set(all).size).toBe(all.length)
       expect((await failure(poolB, `SELECT ${db(shard)}.next_id()`)).sqlMessage).toMatch(
-        /^shardflake:MOVED:logical shard \d+ moved to server /,
+        /^shardflake: logical shard \d+ moved to server /,
       )
       // A may be (re)installed again: it is the shard's home.
-      const reinstalled = await installMysqlShards(poolA, {
-        layout,
+      const reinstalled = await installMysql(poolA, {
+        sharding,
         shards: [shard],
         schemaPrefix: SHARDS,
         dialect: shard === 7 ? 'mysql8' : 'mariadb',
@@ -539,11 +551,9 @@ END`)
   it('replacing the routines alone does not stop a CALL in flight: its cached next_id() still draws', async () => {
     const gated = await startGatedCall(8)
     // Only the routine part of the fence (no counter fence): it does not wait for the CALL.
-    const routinesOnly = mysqlFenceStatements(
-      { layout, schemaPrefix: SHARDS },
-      8,
-      destination,
-    ).filter((statement) => !/sf_counter/.test(statement))
+    const routinesOnly = fenceSql({ sharding, schemaPrefix: SHARDS }, 8, destination).filter(
+      (statement) => !/sf_counter/.test(statement),
+    )
     for (const statement of routinesOnly) await poolA.query(statement)
     expect((await failure(poolA, `SELECT ${db(8)}.next_id()`)).sqlMessage).toMatch(movedSignal(8))
     await gated.release()
@@ -556,14 +566,14 @@ END`)
     const result = await moveMysqlShards({
       from: adminA,
       to: adminB,
-      layout,
+      sharding,
       shards: [8],
       schemaPrefix: SHARDS,
     })
     expect(result.shards[0]!.resumed).toBe(true)
-    expect(counterValue(found[1]!.id) < result.shards[0]!.fence).toBe(true)
+    expect(counterValue(found[1]!.id) < result.shards[0]!.fencedAt).toBe(true)
     const [first] = idsOf(await poolB.query(`SELECT ${db(8)}.next_id() AS id`))
-    expect(counterValue(first!) >= result.shards[0]!.fence).toBe(true)
+    expect(counterValue(first!) >= result.shards[0]!.fencedAt).toBe(true)
   })
 
   it('with the counter fenced, that cached body finds no room: the CALL fails MOVED, nothing is issued', async () => {
@@ -571,18 +581,18 @@ END`)
     const result = await moveMysqlShards({
       from: adminA,
       to: adminB,
-      layout,
+      sharding,
       shards: [9],
       schemaPrefix: SHARDS,
     })
-    const fenceValue = result.shards[0]!.fence
+    const fenceValue = result.shards[0]!.fencedAt
     await gated.release()
     const error = (await gated.call.then(
       () => undefined,
       (e: unknown) => e,
     )) as { sqlMessage?: string } | undefined
     expect(error?.sqlMessage).toBe(
-      'shardflake:MOVED:logical shard 9 moved to another server (sf_meta.moved_to); update the shard map',
+      'shardflake: logical shard 9 moved to another server (sf_meta.moved_to); update the shard map',
     )
     const found = await slipRows(9)
     expect(found.map((row) => row.step)).toEqual([1])
@@ -594,8 +604,8 @@ END`)
 describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
   it('resumes after a crash between the counter fence and the arrival (mysql8 fence statements)', async () => {
     await poolA.query(`CALL ${db(3)}.next_ids(300)`)
-    const statements = mysqlFenceStatements(
-      { layout, schemaPrefix: SHARDS, dialect: 'mysql8' },
+    const statements = fenceSql(
+      { sharding, schemaPrefix: SHARDS, dialect: 'mysql8' },
       3,
       destination,
     )
@@ -614,11 +624,15 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
     const result = await moveMysqlShards({
       from: adminA,
       to: adminB,
-      layout,
+      sharding,
       shards: '3',
       schemaPrefix: SHARDS,
     })
-    expect(result.shards[0]).toMatchObject({ shard: 3, resumed: true, fence: fenced - LIMIT - 1n })
+    expect(result.shards[0]).toMatchObject({
+      shard: 3,
+      resumed: true,
+      fencedAt: fenced - LIMIT - 1n,
+    })
     expect((await meta(poolA, 3)).moved_fence).toBe(String(fenced - LIMIT - 1n))
     const [first] = idsOf(await poolB.query(`SELECT ${db(3)}.next_id() AS id`))
     expect(counterValue(first!) >= fenced - LIMIT - 1n).toBe(true)
@@ -632,12 +646,12 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
       const error = await moveMysqlShards({
         from: adminA,
         to: adminB,
-        layout,
+        sharding,
         shards: [2],
         schemaPrefix: SHARDS,
         lockTimeoutMs: 1000,
       }).catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(SourceUnavailableError)
+      expect(error).toBeInstanceOf(LockTimeoutError)
       expect((error as Error).message).toMatch(
         /shard 2: a lock was not granted within lockTimeoutMs.*Nothing of this shard was changed/,
       )
@@ -654,7 +668,7 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
   })
 
   it('refuses the same server, shards not on from, other layouts, a shard moved elsewhere and hostile names, changing nothing', async () => {
-    const base = { layout, schemaPrefix: SHARDS }
+    const base = { sharding, schemaPrefix: SHARDS }
     const identical = await moveMysqlShards({
       ...base,
       from: adminA,
@@ -690,28 +704,29 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
       shardBits: 13,
       sequenceBits: 10,
     })
+    const otherSharding = defineSharding({ layout: other, logicalShards: 8192 })
     const wrongLayout = await moveMysqlShards({
       ...base,
-      layout: other,
+      sharding: otherSharding,
       from: adminA,
       to: adminB,
       shards: [1],
     }).catch((e: unknown) => e)
-    expect(wrongLayout).toBeInstanceOf(LayoutMismatchError)
+    expect(wrongLayout).toBeInstanceOf(ShardingMismatchError)
     expect((wrongLayout as Error).message).toMatch(/old server \(from\)/)
     // B holds shard 1 with another layout.
-    await installMysqlShards(poolB, { layout: other, shards: [1], schemaPrefix: SHARDS })
+    await installMysql(poolB, { sharding: otherSharding, shards: [1], schemaPrefix: SHARDS })
     const mismatch = await moveMysqlShards({
       ...base,
       from: adminA,
       to: adminB,
       shards: [1],
     }).catch((e: unknown) => e)
-    expect(mismatch).toBeInstanceOf(LayoutMismatchError)
-    expect((mismatch as Error).message).toMatch(/new server \(to\) holds logical shard 1/)
+    expect(mismatch).toBeInstanceOf(ShardingMismatchError)
+    expect((mismatch as Error).message).toMatch(/on the new server \(to\) uses layout "other"/)
     expect(await counter(poolB, 1)).toBe(0n)
     // Shard 4 was moved to a third server (recorded on A): moving it from A to B is refused.
-    for (const statement of mysqlFenceStatements(base, 4, 'server elsewhere:3306')) {
+    for (const statement of fenceSql(base, 4, 'server elsewhere:3306')) {
       await poolA.query(statement)
     }
     const elsewhere = await moveMysqlShards({
@@ -720,28 +735,28 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
       to: adminB,
       shards: [4],
     }).catch((e: unknown) => e)
-    expect(elsewhere).toBeInstanceOf(ConfigurationError)
+    expect(elsewhere).toBeInstanceOf(ShardMovedError)
     expect((elsewhere as Error).message).toMatch(
       /shard 4 moved from the old server \(from\) to server elsewhere:3306 .*already, not to server .*: move it from there/,
     )
     // Shard 0 moved A -> B, then on from B to a third server (recorded on B): running the A -> B
     // move again must not bring it back to life on B.
     await moveMysqlShards({ ...base, from: adminA, to: adminB, shards: [0] })
-    for (const statement of mysqlFenceStatements(base, 0, 'server third:3306')) {
+    for (const statement of fenceSql(base, 0, 'server third:3306')) {
       await poolB.query(statement)
     }
     const fencedB = await counter(poolB, 0)
     const stale = await moveMysqlShards({ ...base, from: adminA, to: adminB, shards: [0] }).catch(
       (e: unknown) => e,
     )
-    expect(stale).toBeInstanceOf(ConfigurationError)
+    expect(stale).toBeInstanceOf(ShardMovedError)
     expect((stale as Error).message).toMatch(
       /shard 0 moved on from the new server \(to\) to server third:3306 on .*, after this move had brought it there/,
     )
     expect(await counter(poolB, 0)).toBe(fencedB)
     expect((await meta(poolB, 0)).moved_to).toBe('server third:3306')
     expect((await failure(poolB, `SELECT ${db(0)}.next_id()`)).sqlMessage).toBe(
-      'shardflake:MOVED:logical shard 0 moved to server third:3306; update the shard map',
+      'shardflake: logical shard 0 moved to server third:3306; update the shard map',
     )
     for (const bad of ['x`; DROP TABLE t; --', 'Shard', 'a b', '']) {
       await expect(
@@ -762,7 +777,7 @@ describe('moveMysqlShards: crash half-way, locks, and refusals', () => {
       }),
     ).rejects.toBeInstanceOf(InvalidArgumentError)
     expect((await meta(poolA, 2)).moved_to).toBeUndefined()
-    expect(() => mysqlFenceStatements(base, 1, 'a\nb')).toThrow(InvalidArgumentError)
+    expect(() => fenceSql(base, 1, 'a\nb')).toThrow(InvalidArgumentError)
     // Shard 1 still lives on A, and only there; B never got shards 1 or 4 (in this layout).
     expect((await meta(poolA, 1)).moved_to).toBeUndefined()
     await poolA.query(`SELECT ${db(1)}.next_id()`)

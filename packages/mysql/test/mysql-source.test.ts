@@ -1,26 +1,34 @@
 import {
+  CancelledError,
+  ClockMovedBackwardsError,
   ConfigurationError,
+  ConnectionLostError,
+  ConnectionRefusedError,
   defineLayout,
+  defineSharding,
   InvalidArgumentError,
-  LayoutMismatchError,
+  ShardingMismatchError,
   ShardMap,
   ShardOutOfRangeError,
+  ShardOverloadedError,
+  TimedOutError,
   TimeExhaustedError,
 } from '@shardflake/core'
 import mysql, { type Pool } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createMysqlPool, installMysqlShards, MysqlSource } from '../src'
+import { createMysqlPool, installMysql, MysqlSource, type MysqlSourceOptions } from '../src'
 import {
   createPool,
   dropDatabases,
   type ExtraServer,
   MYSQL_URL,
+  RUN,
   rows,
   startMariadb,
 } from './helpers'
 
-const PREFIX = 'sf_my_src_'
-const SHARDS = `${PREFIX}shard_`
+const PREFIX = `sf_my_src_${RUN}_`
+const SHARDS = `${PREFIX}s_`
 // An old epoch: every ID is far above 2^53.
 const layout = defineLayout({
   name: 'y2k',
@@ -29,6 +37,7 @@ const layout = defineLayout({
   shardBits: 13,
   sequenceBits: 10,
 })
+const sharding = defineSharding({ layout, logicalShards: 64 })
 
 let a: Pool
 let b: Pool
@@ -40,28 +49,58 @@ beforeAll(async () => {
   a = await createMysqlPool(MYSQL_URL)
   b = await createMysqlPool(second.url)
   await dropDatabases(a, PREFIX)
-  await installMysqlShards(a, { layout, shards: [0, 1, 2, 3], schemaPrefix: SHARDS })
-  await installMysqlShards(b, { layout, shards: [4, 5, 6, 7], schemaPrefix: SHARDS })
+  await installMysql(a, { sharding, shards: '0-3', schemaPrefix: SHARDS })
+  await installMysql(b, { sharding, shards: '4-7', schemaPrefix: SHARDS })
   source = new MysqlSource({
-    layout,
+    sharding,
     schemaPrefix: SHARDS,
-    shardMap: new ShardMap(layout, [
+    databases: [
       { from: 0, to: 3, target: a },
       { from: 4, to: 7, target: b },
-    ]),
+    ],
   })
 })
 
 afterAll(async () => {
+  await source.close()
   await dropDatabases(a, PREFIX)
   await a.end()
   await b.end()
   await second.stop()
 })
 
-async function counter(pool: Pool, shard: number): Promise<bigint> {
-  const [row] = await rows<{ v: string }>(pool, `SELECT v FROM \`${SHARDS}${shard}\`.sf_counter`)
+async function counter(pool: Pool, shard: number, prefix = SHARDS): Promise<bigint> {
+  const [row] = await rows<{ v: string }>(pool, `SELECT v FROM \`${prefix}${shard}\`.sf_counter`)
   return BigInt(row!.v)
+}
+
+function on(pool: Pool, options: Partial<MysqlSourceOptions> = {}): MysqlSource {
+  return new MysqlSource({ sharding, databases: pool, schemaPrefix: SHARDS, ...options })
+}
+
+/** The server thread running a statement that names `text`, once it shows up. */
+async function threadRunning(pool: Pool, text: string): Promise<number> {
+  for (;;) {
+    const found = await rows<{ id: string }>(
+      pool,
+      `SELECT ID AS id FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%' AND ID <> CONNECTION_ID()`,
+      [`%${text}%`],
+    )
+    if (found[0]) return Number(found[0].id)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+/** Runs `body` while another session holds a write lock on a shard's counter. */
+async function withCounterLocked(shard: number, body: () => Promise<void>): Promise<void> {
+  const locker = await a.getConnection()
+  try {
+    await locker.query(`LOCK TABLES \`${SHARDS}${shard}\`.sf_counter WRITE`)
+    await body()
+  } finally {
+    await locker.query('UNLOCK TABLES')
+    locker.release()
+  }
 }
 
 describe('MysqlSource', () => {
@@ -72,13 +111,18 @@ describe('MysqlSource', () => {
     const onB = await source.nextIds(6, 100)
     expect(await counter(a, 2)).toBeGreaterThan(beforeA)
     expect(await counter(b, 6)).toBeGreaterThan(beforeB)
-    const [missing] = await rows<{ n: string }>(
-      a,
-      `SELECT COUNT(*) AS n FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '${SHARDS}6'`,
-    )
-    expect(Number(missing!.n)).toBe(0)
     expect(onA.every((id) => layout.shardOf(id) === 2)).toBe(true)
     expect(onB.every((id) => layout.shardOf(id) === 6)).toBe(true)
+    expect(source.shardMap.targetFor(6)).toBe(b)
+  })
+
+  it('needs a sharding: the error names logicalShards', () => {
+    expect(() => new MysqlSource({ databases: a } as never)).toThrow(ConfigurationError)
+    expect(() => new MysqlSource({ layout, databases: a } as never)).toThrow(/logicalShards/)
+    const other = defineSharding({ layout, logicalShards: 32 })
+    expect(
+      () => new MysqlSource({ sharding, databases: ShardMap.single(other, a as Pool | string) }),
+    ).toThrow(ShardingMismatchError)
   })
 
   it('IDs above 2^53 arrive exact: as in the database, never through a number', async () => {
@@ -89,24 +133,20 @@ describe('MysqlSource', () => {
     await a.query(`INSERT INTO \`${PREFIX}rows\`.t (id) VALUES ?`, [
       ids.map((id) => [id.toString()]),
     ])
-    const stored = await rows<{ id: string; text: string }>(
+    const stored = await rows<{ text: string }>(
       a,
-      `SELECT id, CAST(id AS CHAR) AS text FROM \`${PREFIX}rows\`.t ORDER BY id`,
+      `SELECT CAST(id AS CHAR) AS text FROM \`${PREFIX}rows\`.t ORDER BY id`,
     )
     expect(stored.map((r) => r.text)).toEqual(ids.map(String))
-    expect(stored.map((r) => r.id)).toEqual(ids.map(String))
-    // A pool that would hand BIGINTs back as numbers is refused.
     const lossy = mysql.createPool({ uri: MYSQL_URL })
     try {
-      expect(() => new MysqlSource({ layout, pool: lossy, schemaPrefix: SHARDS })).toThrow(
-        ConfigurationError,
-      )
+      expect(() => on(lossy)).toThrow(ConfigurationError)
     } finally {
       await lossy.end()
     }
   })
 
-  it('a batch is exactly the counter values one UPDATE reserved, across millisecond borders', async () => {
+  it('a batch is exactly the counter values one UPDATE reserved, across time-unit borders', async () => {
     const ids = await source.nextIds(3, 5000)
     const values = ids.map((id) => {
       const { time, sequence, shard } = layout.decompose(id)
@@ -127,27 +167,110 @@ describe('MysqlSource', () => {
     expect(layout.shardOf(fromSql)).toBe(3)
   })
 
-  it('refuses shards outside its map and counts that are not positive integers', async () => {
+  it('refuses shards outside its map and bad counts before any query', async () => {
     await expect(source.nextId(8)).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    await expect(source.nextId(64)).rejects.toBeInstanceOf(ShardOutOfRangeError)
     await expect(source.nextId(-1)).rejects.toBeInstanceOf(ShardOutOfRangeError)
-    await expect(source.nextIds(1, 0)).rejects.toBeInstanceOf(InvalidArgumentError)
-    await expect(source.nextIds(1, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
-    for (const logicalShards of [0, 8193, 1.5]) {
-      expect(
-        () => new MysqlSource({ layout, pool: a, schemaPrefix: SHARDS, logicalShards }),
-      ).toThrow(ConfigurationError)
-    }
+    // A server nobody listens on: a count above 1,000,000 fails before it is asked anything.
+    const nowhere = new MysqlSource({ sharding, databases: 'mysql://root@127.0.0.1:1/none' })
+    await expect(nowhere.nextIds(1, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
+    await expect(nowhere.nextIds(1, 0)).rejects.toBeInstanceOf(InvalidArgumentError)
+    await expect(nowhere.nextIds(1, 1)).rejects.toBeInstanceOf(ConnectionRefusedError)
+    await nowhere.close()
+    expect(() => on(a, { timeoutMs: 1e14 })).toThrow(InvalidArgumentError)
+    expect(() => on(a, { maxWaitMs: -1 })).toThrow(InvalidArgumentError)
+  })
+
+  it('opens pools from URLs and ends them on close; pools it was given stay open', async () => {
+    const fromUrl = new MysqlSource({
+      sharding,
+      databases: [{ from: 0, to: 3, target: MYSQL_URL }],
+      schemaPrefix: SHARDS,
+    })
+    expect(layout.shardOf(await fromUrl.nextId(1))).toBe(1)
+    await fromUrl.close()
+    await expect(fromUrl.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
+    const given = on(a)
+    await given.nextId(1)
+    await given.close()
+    expect(await rows(a, 'SELECT 1 AS one')).toEqual([{ one: 1 }])
+  })
+
+  it('KILL QUERY from another session is a CancelledError; KILL CONNECTION a ConnectionLostError', async () => {
+    const killed = on(a, { timeoutMs: 60_000 })
+    await killed.nextId(2) // the sharding check is done: the next call is the reserve itself
+    await withCounterLocked(2, async () => {
+      const pending = killed.nextIds(2, 3)
+      await a.query(`KILL QUERY ${await threadRunning(a, `${SHARDS}2\`.\`reserve_ids`)}`)
+      await expect(pending).rejects.toBeInstanceOf(CancelledError)
+      const lost = killed.nextIds(2, 3)
+      await a.query(`KILL CONNECTION ${await threadRunning(a, `${SHARDS}2\`.\`reserve_ids`)}`)
+      await expect(lost).rejects.toBeInstanceOf(ConnectionLostError)
+    })
+    expect(layout.shardOf(await killed.nextId(2))).toBe(2)
+  })
+
+  it('timeoutMs: a call that waits too long is a TimedOutError and its statement is killed', async () => {
+    const impatient = on(a, { timeoutMs: 300 })
+    await impatient.nextId(2)
+    await withCounterLocked(2, async () => {
+      await expect(impatient.nextIds(2, 3)).rejects.toBeInstanceOf(TimedOutError)
+      // The KILL QUERY ended the statement on the server: no session still waits for the lock.
+      for (;;) {
+        const waiting = await rows(
+          a,
+          `SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE ? AND INFO NOT LIKE '%PROCESSLIST%'`,
+          [`%${SHARDS}2\`.\`reserve_ids%`],
+        )
+        if (waiting.length === 0) break
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    })
+  })
+
+  it('context.signal: aborting gives up at once with CancelledError and kills the statement', async () => {
+    const patient = on(a, { timeoutMs: 60_000 })
+    await patient.nextId(2)
+    const before = new AbortController()
+    before.abort()
+    await expect(patient.nextId(2, { signal: before.signal })).rejects.toBeInstanceOf(
+      CancelledError,
+    )
+    await withCounterLocked(2, async () => {
+      const controller = new AbortController()
+      const pending = patient.nextIds(2, 3, { signal: controller.signal })
+      await threadRunning(a, `${SHARDS}2\`.\`reserve_ids`)
+      controller.abort()
+      await expect(pending).rejects.toBeInstanceOf(CancelledError)
+    })
+  })
+
+  it('overload is ShardOverloadedError, a clock behind is ClockMovedBackwardsError', async () => {
+    const prefix = `${PREFIX}drift_`
+    await installMysql(a, { sharding, shards: [1], schemaPrefix: prefix, maxDriftMs: 10 })
+    const tight = new MysqlSource({ sharding, databases: a, schemaPrefix: prefix, maxWaitMs: 0 })
+    // One call for more than 10 ms of capacity (10 x 1024 IDs).
+    await expect(tight.nextIds(1, 20_000)).rejects.toBeInstanceOf(ShardOverloadedError)
+    const now = `FLOOR((UNIX_TIMESTAMP(SYSDATE(3)) * 1000 - ${layout.epoch}) / ${layout.timeUnitMs})`
+    // A burst left the counter 5 s ahead; the clock is where it was.
+    await a.query(
+      `UPDATE \`${prefix}1\`.sf_counter SET v = (${now} + 5000) << 10, t = ${now} << 10`,
+    )
+    const overloaded = await tight.nextId(1).catch((error: unknown) => error)
+    expect(overloaded).toBeInstanceOf(ShardOverloadedError)
+    expect((overloaded as Error).message).not.toMatch(/fix the clock/i)
+    // The server showed a time 5 s later before: its clock went back.
+    await a.query(
+      `UPDATE \`${prefix}1\`.sf_counter SET v = (${now} + 5000) << 10, t = (${now} + 5000) << 10`,
+    )
+    const behind = await tight.nextId(1).catch((error: unknown) => error)
+    expect(behind).toBeInstanceOf(ClockMovedBackwardsError)
+    expect((behind as ClockMovedBackwardsError).behindMs).toBeGreaterThan(1000)
   })
 
   it('prefetch: hands out reserved IDs from memory, unique next to other callers, ascending', async () => {
     const own = await createMysqlPool(MYSQL_URL)
-    const buffered = new MysqlSource({
-      layout,
-      pool: own,
-      schemaPrefix: SHARDS,
-      shards: [0, 1, 2, 3],
-      prefetch: { size: 50, maxAgeMs: 60_000 },
-    })
+    const buffered = on(own, { shards: [0, 1, 2, 3], prefetch: { size: 50, maxAgeMs: 60_000 } })
     const first = await buffered.nextId(0)
     await own.end()
     // The pool is gone: the next 49 IDs can only come from the buffer.
@@ -158,13 +281,7 @@ describe('MysqlSource', () => {
 
     const live = await createMysqlPool(MYSQL_URL)
     try {
-      const shared = new MysqlSource({
-        layout,
-        pool: live,
-        schemaPrefix: SHARDS,
-        shards: [0, 1, 2, 3],
-        prefetch: { size: 64 },
-      })
+      const shared = on(live, { shards: '0-3', prefetch: { size: 64 } })
       const callers = Array.from({ length: 16 }, async (_, c) => {
         const ids: bigint[] = []
         for (let i = 0; i < 100; i++) {
@@ -190,17 +307,8 @@ describe('MysqlSource', () => {
   })
 
   it('prefetch: a batch larger than the buffer fills `n + size`, capped at one 1,000,000 reserve', async () => {
-    const big = new MysqlSource({
-      layout,
-      pool: a,
-      schemaPrefix: SHARDS,
-      shards: [0, 1, 2, 3],
-      prefetch: { size: 400_000, maxAgeMs: 60_000 },
-    })
-    expect(
-      () =>
-        new MysqlSource({ layout, pool: a, schemaPrefix: SHARDS, prefetch: { size: 1_000_001 } }),
-    ).toThrow(ConfigurationError)
+    const big = on(a, { shards: [0, 1, 2, 3], prefetch: { size: 400_000, maxAgeMs: 60_000 } })
+    expect(() => on(a, { prefetch: { size: 1_000_001 } })).toThrow(ConfigurationError)
     const ids = await big.nextIds(0, 700_000) // wants 1,100,000: reserves 1,000,000
     const { time, sequence } = layout.decompose(ids[0]!)
     const after = await counter(a, 0)
@@ -212,101 +320,100 @@ describe('MysqlSource', () => {
     await big.close()
   })
 
-  it('stops with TimeExhaustedError once the layout time field is used up, issuing nothing', async () => {
-    const short = defineLayout({
-      name: 'short',
-      epoch: '2020-01-01T00:00:00Z',
-      timeBits: 20,
-      shardBits: 13,
-      sequenceBits: 10,
-    })
-    await installMysqlShards(a, { layout: short, shards: [1], schemaPrefix: `${PREFIX}short_` })
-    const expired = new MysqlSource({ layout: short, pool: a, schemaPrefix: `${PREFIX}short_` })
-    await expect(expired.nextId(1)).rejects.toBeInstanceOf(TimeExhaustedError)
-    const [row] = await rows<{ v: string }>(a, `SELECT v FROM \`${PREFIX}short_1\`.sf_counter`)
-    expect(row!.v).toBe('0')
-    await a.query(`DELETE FROM \`${PREFIX}short_1\`.sf_counter`)
-    await expect(expired.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
+  it('stops with TimeExhaustedError at the end of the time field, issuing nothing', async () => {
+    const prefix = `${PREFIX}end_`
+    await installMysql(a, { sharding, shards: [1], schemaPrefix: prefix })
+    const limit = BigInt(layout.timeLimit) << 10n
+    await a.query(`UPDATE \`${prefix}1\`.sf_counter SET v = ${limit - 3n}`)
+    const ending = new MysqlSource({ sharding, databases: a, schemaPrefix: prefix })
+    await expect(ending.nextIds(1, 5)).rejects.toBeInstanceOf(TimeExhaustedError)
+    expect(await counter(a, 1, prefix)).toBe(limit - 3n)
+    await a.query(`DELETE FROM \`${prefix}1\`.sf_counter`)
+    await expect(ending.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
   })
 
-  it('refuses shards installed with another layout (LayoutMismatchError naming both), per shard', async () => {
-    const installed = defineLayout({
+  it('refuses shards installed with another sharding (ShardingMismatchError naming both), per shard', async () => {
+    const installedLayout = defineLayout({
       name: 'installed',
       epoch: '2000-01-01T00:00:00Z',
       timeBits: 41,
       shardBits: 11,
       sequenceBits: 12,
     })
+    const installed = defineSharding({ layout: installedLayout, logicalShards: 64 })
     const prefix = `${PREFIX}other_`
-    await installMysqlShards(a, { layout: installed, shards: [5], schemaPrefix: prefix })
-    await installMysqlShards(a, { layout, shards: [6], schemaPrefix: prefix })
-    const wrong = new MysqlSource({ layout, pool: a, shards: [5, 6], schemaPrefix: prefix })
+    await installMysql(a, { sharding: installed, shards: [5], schemaPrefix: prefix })
+    await installMysql(a, { sharding, shards: [6], schemaPrefix: prefix })
+    await installMysql(a, {
+      sharding: defineSharding({ layout, logicalShards: 32 }),
+      shards: [7],
+      schemaPrefix: prefix,
+    })
+    const wrong = new MysqlSource({ sharding, databases: a, shards: '5-7', schemaPrefix: prefix })
     const buffered = new MysqlSource({
-      layout,
-      pool: a,
-      shards: [5, 6],
+      sharding,
+      databases: a,
+      shards: '5-7',
       schemaPrefix: prefix,
       prefetch: { size: 100 },
     })
     for (const source of [wrong, buffered, wrong]) {
-      const error = await source.nextIds(5, 3).then(
-        () => undefined,
-        (e: unknown) => e,
-      )
-      expect(error).toBeInstanceOf(LayoutMismatchError)
+      const error = await source.nextIds(5, 3).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(ShardingMismatchError)
       expect((error as Error).message).toMatch(
-        /made for layout "y2k" .*41\/13\/0\/10 bits.*installed with layout "installed" .*41\/11\/0\/12 bits/,
+        /"installed" \(41\/11\/0\/12 bits.*"y2k" \(41\/13\/0\/10 bits/,
       )
-      await expect(source.nextId(5)).rejects.toBeInstanceOf(LayoutMismatchError)
+      await expect(source.nextId(7)).rejects.toThrow(/logicalShards 32.*logicalShards 64/)
     }
-    // The shard with this layout, on the same server, works.
-    const ids = await wrong.nextIds(6, 3)
-    expect(ids.every((id) => id > 0n && layout.shardOf(id) === 6)).toBe(true)
-    // The installed layout works on shard 5, and its IDs are the ones next_id() makes in SQL.
-    const right = new MysqlSource({ layout: installed, pool: a, shards: [5], schemaPrefix: prefix })
+    expect(layout.shardOf(await wrong.nextId(6))).toBe(6)
+    // The installed sharding works on shard 5, and its IDs are the ones next_id() makes in SQL.
+    const right = new MysqlSource({
+      sharding: installed,
+      databases: a,
+      shards: [5],
+      schemaPrefix: prefix,
+    })
     const fromSource = await right.nextId(5)
     const [row] = await rows<{ id: string }>(a, `SELECT \`${prefix}5\`.next_id() AS id`)
-    const fromSql = BigInt(row!.id)
-    expect(fromSql > fromSource).toBe(true)
-    expect(installed.shardOf(fromSql)).toBe(5)
-    expect(installed.shardOf(fromSource)).toBe(5)
-    const age = Date.now() - installed.timeOf(fromSource).getTime()
-    expect(age > -60_000 && age < 60_000).toBe(true) // today, not in 2072
+    expect(BigInt(row!.id) > fromSource).toBe(true)
+    expect(installedLayout.shardOf(fromSource)).toBe(5)
   })
 
-  it('missing layout metadata: ConfigurationError, read again on the next call; a good read is kept', async () => {
+  it('missing sharding metadata: ConfigurationError naming logicalShards, read again on the next call', async () => {
     const prefix = `${PREFIX}meta_`
-    await installMysqlShards(a, { layout, shards: [1, 2], schemaPrefix: prefix })
+    await installMysql(a, { sharding, shards: [1, 2], schemaPrefix: prefix })
     const meta = `\`${prefix}1\`.sf_meta`
-    const [saved] = await rows<{ value: string }>(
-      a,
-      `SELECT value FROM ${meta} WHERE name = 'layout_key'`,
-    )
-    await a.query(`DELETE FROM ${meta} WHERE name = 'layout_key'`)
-    const source = new MysqlSource({ layout, pool: a, shards: [1, 2], schemaPrefix: prefix })
-    await expect(source.nextId(1)).rejects.toThrow(/records no layout/)
-    await expect(source.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
-    await a.query(`INSERT INTO ${meta} (name, value) VALUES ('layout_key', ?)`, [saved!.value])
-    expect(layout.shardOf(await source.nextId(1))).toBe(1) // read again: now it passes
-    // Checked once per shard: a later change is not seen by this source, but by a new one.
-    await a.query(
-      `UPDATE ${meta} SET value = 'epoch=0;unit=1;bits=1/1/1/1;order=x' WHERE name = 'layout_key'`,
-    )
-    expect(layout.shardOf(await source.nextId(1))).toBe(1)
-    const fresh = new MysqlSource({ layout, pool: a, shards: [1, 2], schemaPrefix: prefix })
-    await expect(fresh.nextId(1)).rejects.toBeInstanceOf(LayoutMismatchError)
-    expect(layout.shardOf(await fresh.nextId(2))).toBe(2) // each shard on its own
-    // No sf_meta table at all: ConfigurationError too.
-    await a.query(`DROP TABLE \`${prefix}2\`.sf_meta`)
-    const bare = new MysqlSource({ layout, pool: a, shards: [1, 2], schemaPrefix: prefix })
-    await expect(bare.nextId(2)).rejects.toBeInstanceOf(ConfigurationError)
+    await a.query(`DELETE FROM ${meta} WHERE name = 'logical_shards'`)
+    const checked = new MysqlSource({
+      sharding,
+      databases: a,
+      shards: [1, 2],
+      schemaPrefix: prefix,
+    })
+    await expect(checked.nextId(1)).rejects.toThrow(/logicalShards/)
+    await expect(checked.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
+    await a.query(`INSERT INTO ${meta} (name, value) VALUES ('logical_shards', '64')`)
+    expect(layout.shardOf(await checked.nextId(1))).toBe(1) // read again: now it passes
+    // Checked once per shard: a later change is seen by a new source.
+    await a.query(`UPDATE ${meta} SET value = '63' WHERE name = 'logical_shards'`)
+    expect(layout.shardOf(await checked.nextId(1))).toBe(1)
+    const fresh = new MysqlSource({ sharding, databases: a, shards: [1, 2], schemaPrefix: prefix })
+    await expect(fresh.nextId(1)).rejects.toBeInstanceOf(ShardingMismatchError)
+    expect(layout.shardOf(await fresh.nextId(2))).toBe(2)
   })
 
-  it('reports a shard that is in the map but not installed', async () => {
+  it('a shard in the map but not installed: ConfigurationError naming logicalShards', async () => {
     const plain = createPool()
     try {
-      const uninstalled = new MysqlSource({ layout, pool: plain, schemaPrefix: `${PREFIX}none_` })
-      await expect(uninstalled.nextId(1)).rejects.toBeInstanceOf(ConfigurationError)
+      const uninstalled = new MysqlSource({
+        sharding,
+        databases: plain,
+        schemaPrefix: `${PREFIX}none_`,
+      })
+      const error = await uninstalled.nextId(1).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(ConfigurationError)
+      expect((error as Error).message).toMatch(/installMysql.*logicalShards/)
+      expect((error as Error).cause).toBeDefined()
     } finally {
       await plain.end()
     }

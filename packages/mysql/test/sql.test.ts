@@ -1,23 +1,21 @@
 import {
+  ConfigurationError,
   defineLayout,
+  defineSharding,
   InvalidIdentifierError,
   InvalidLayoutError,
   instagram,
+  ShardOutOfRangeError,
   twitter,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  generateMysqlSql,
-  type MysqlDialect,
-  mysqlFenceStatements,
-  mysqlShardStatements,
-  mysqlTriggerSql,
-  ticketServerStatements,
-} from '../src'
-import { createPool, dropDatabases, rows } from './helpers'
+import { type MysqlDialect, mysqlSql, mysqlTriggerSql, SIGNALS, ticketServerSql } from '../src'
+import { fenceStatements } from '../src/sql/fence'
+import { resolveSqlOptions } from '../src/sql/options'
+import { createPool, dropDatabases, RUN, rows, runDdl, sqlStateOf } from './helpers'
 
-const PREFIX = 'sf_my_sql_'
+const PREFIX = `sf_my_sql_${RUN}_`
 const layout = defineLayout({
   name: 'acme',
   epoch: '2020-01-01T00:00:00Z',
@@ -25,6 +23,8 @@ const layout = defineLayout({
   shardBits: 13,
   sequenceBits: 10,
 })
+const sharding = defineSharding({ layout, logicalShards: 8192 })
+const pinned = defineSharding({ layout: instagram, logicalShards: 2000 })
 
 let pool: Pool
 
@@ -41,35 +41,36 @@ afterAll(async () => {
 describe('generated SQL is pinned', () => {
   it('mariadb', async () => {
     await expect(
-      generateMysqlSql({ layout: instagram, shards: [5], dialect: 'mariadb' }),
+      mysqlSql({ sharding: pinned, shards: [5], dialect: 'mariadb' }).script,
     ).toMatchFileSnapshot('__snapshots__/shard-mariadb.sql')
   })
 
   it('mysql8', async () => {
     await expect(
-      generateMysqlSql({ layout: instagram, shards: [5], dialect: 'mysql8' }),
+      mysqlSql({ sharding: pinned, shards: [5], dialect: 'mysql8' }).script,
     ).toMatchFileSnapshot('__snapshots__/shard-mysql8.sql')
   })
 
   it('triggers and ticket servers, per dialect', async () => {
     for (const dialect of ['mariadb', 'mysql8'] as const) {
-      const sql = [
-        ...mysqlTriggerSql({
-          layout: instagram,
-          dialect,
-          database: 'app',
-          table: 'posts',
-          shard: 5,
-        }),
-        ...ticketServerStatements({ sequences: ['photos'], dialect }),
-      ].join(';\n\n')
-      await expect(`${sql};\n`).toMatchFileSnapshot(`__snapshots__/extras-${dialect}.sql`)
+      const trigger = mysqlTriggerSql({
+        sharding: pinned,
+        dialect,
+        database: 'app',
+        table: 'posts',
+        shard: 5,
+      })
+      const tickets = ticketServerSql({ sequences: ['photos'], dialect })
+      await expect(`${trigger.script}\n${tickets.script}`).toMatchFileSnapshot(
+        `__snapshots__/extras-${dialect}.sql`,
+      )
     }
   })
 
   it('the fence of a moved shard, per dialect', async () => {
     for (const dialect of ['mariadb', 'mysql8'] as const) {
-      const sql = mysqlFenceStatements({ layout: instagram, dialect }, 5, "server db-b:3306 'x'")
+      const o = resolveSqlOptions({ sharding: pinned, dialect })
+      const sql = fenceStatements(o, 5, "server db-b:3306 'x'")
       await expect(`${sql.join(';\n\n')};\n`).toMatchFileSnapshot(
         `__snapshots__/fence-${dialect}.sql`,
       )
@@ -77,8 +78,8 @@ describe('generated SQL is pinned', () => {
   })
 
   it('differs between the dialects where the servers differ', () => {
-    const maria = generateMysqlSql({ layout: instagram, shards: [5], dialect: 'mariadb' })
-    const my8 = generateMysqlSql({ layout: instagram, shards: [5], dialect: 'mysql8' })
+    const maria = mysqlSql({ sharding: pinned, shards: [5], dialect: 'mariadb' }).script
+    const my8 = mysqlSql({ sharding: pinned, shards: [5], dialect: 'mysql8' }).script
     expect(maria).toContain('CREATE OR REPLACE FUNCTION')
     expect(maria).toContain('seq_0_to_999999')
     expect(maria).toContain('ENGINE=Aria TRANSACTIONAL=0')
@@ -88,6 +89,7 @@ describe('generated SQL is pinned', () => {
     for (const sql of [maria, my8]) {
       expect(sql).toContain('SYSDATE(3)')
       expect(sql).not.toMatch(/NOW\(/)
+      expect(sql).toContain("('logical_shards', '2000')")
     }
   })
 })
@@ -95,65 +97,69 @@ describe('generated SQL is pinned', () => {
 describe('validation', () => {
   it('refuses identifiers that are not plain names', () => {
     for (const bad of ['shard-', 'Shard_', 'a`b', 'x; DROP DATABASE test; --', '', '1abc']) {
-      expect(() => mysqlShardStatements({ layout, schemaPrefix: bad }, 1)).toThrow(
+      expect(() => mysqlSql({ sharding, shards: [1], schemaPrefix: bad })).toThrow(
         InvalidIdentifierError,
       )
     }
-    expect(() => mysqlTriggerSql({ layout, database: 'app', table: 'po`sts', shard: 1 })).toThrow(
+    expect(() => mysqlTriggerSql({ sharding, database: 'app', table: 'po`sts', shard: 1 })).toThrow(
       InvalidIdentifierError,
     )
-    expect(() => ticketServerStatements({ sequences: ['Photos'] })).toThrow(InvalidIdentifierError)
+    expect(() => ticketServerSql({ sequences: ['Photos'] })).toThrow(InvalidIdentifierError)
   })
 
   it('refuses decode-only layouts and another field order', () => {
-    expect(() => mysqlShardStatements({ layout: twitter }, 1)).toThrow(InvalidLayoutError)
+    expect(() =>
+      mysqlSql({ sharding: defineSharding({ layout: twitter, logicalShards: 16 }), shards: [1] }),
+    ).toThrow(InvalidLayoutError)
     const reordered = defineLayout({
-      epoch: 0,
+      epoch: '2020-01-01T00:00:00Z',
       timeBits: 41,
       shardBits: 13,
       sequenceBits: 10,
       order: ['time', 'sequence', 'worker', 'shard'],
     })
-    expect(() => mysqlShardStatements({ layout: reordered }, 1)).toThrow(InvalidLayoutError)
+    expect(() =>
+      mysqlSql({ sharding: defineSharding({ layout: reordered, logicalShards: 8 }), shards: [1] }),
+    ).toThrow(InvalidLayoutError)
+  })
+
+  it('needs a sharding, and says logicalShards', () => {
+    expect(() => mysqlSql({ shards: [1] } as never)).toThrow(ConfigurationError)
+    expect(() => mysqlSql({ layout, shards: [1] } as never)).toThrow(/logicalShards/)
+  })
+
+  it('checks a shard list against logicalShards before expanding it', () => {
+    expect(() => mysqlSql({ sharding, shards: '0-99999999999' })).toThrow(ShardOutOfRangeError)
+    expect(() => mysqlSql({ sharding, shards: [8192] })).toThrow(ShardOutOfRangeError)
+  })
+
+  it('reads maxDriftMs with bounds', () => {
+    expect(() => mysqlSql({ sharding, shards: [1], maxDriftMs: 1e17 })).toThrow(
+      /maxDriftMs must be an integer number of ms from 1 to 86400000/,
+    )
   })
 })
 
-async function install(dialect: MysqlDialect, prefix: string, shards: number[]) {
-  for (const shard of shards) {
-    for (const statement of mysqlShardStatements(
-      { layout, dialect, schemaPrefix: prefix },
-      shard,
-    )) {
-      await pool.query(statement)
-    }
-  }
+async function install(dialect: MysqlDialect, prefix: string, shards: number[], using = sharding) {
+  await runDdl(pool, mysqlSql({ sharding: using, dialect, schemaPrefix: prefix, shards }))
 }
 
 describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) => {
-  const prefix = `${PREFIX}${dialect}_shard_`
+  const prefix = `${PREFIX}${dialect.slice(0, 2)}_`
   const db = (shard: number) => `\`${prefix}${shard}\``
 
   beforeAll(async () => {
     await install(dialect, prefix, [3, 4100])
   })
 
-  it('next_id() makes IDs that decode in TypeScript to the shard, made now', async () => {
-    const before = Date.now()
+  it('next_id() makes IDs of the shard', async () => {
     const [row] = await rows<{ a: string; b: string }>(
       pool,
       `SELECT ${db(3)}.next_id() AS a, ${db(4100)}.next_id() AS b`,
     )
-    const after = Date.now()
     expect(typeof row!.a).toBe('string')
-    for (const [value, shard] of [
-      [row!.a, 3],
-      [row!.b, 4100],
-    ] as const) {
-      const decoded = layout.decompose(value)
-      expect(decoded.shard).toBe(shard)
-      expect(decoded.timestampMs).toBeGreaterThanOrEqual(before - 50)
-      expect(decoded.timestampMs).toBeLessThanOrEqual(after + 50)
-    }
+    expect(layout.shardOf(row!.a)).toBe(3)
+    expect(layout.shardOf(row!.b)).toBe(4100)
   })
 
   it('the decode helpers agree with the TypeScript codec', async () => {
@@ -200,67 +206,101 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
     expect(Number(row!.d)).toBe(5000)
   })
 
-  it('generate_id(shard_key, OUT id): the seed shape, checked against the key', async () => {
+  it('generate_id(shard_key, OUT id) checks the key, NULL and non-numbers included, under any sql_mode', async () => {
     await pool.query(`CALL ${db(3)}.generate_id(?, @sf_out)`, [8192 * 7 + 3])
     const [row] = await rows<{ id: string }>(pool, 'SELECT @sf_out AS id')
     expect(layout.shardOf(row!.id)).toBe(3)
-    await expect(pool.query(`CALL ${db(3)}.generate_id(4, @sf_out)`)).rejects.toThrow(
-      /shardflake:SHARD/,
+    expect(await sqlStateOf(pool.query(`CALL ${db(3)}.generate_id(4, @sf_out)`))).toBe(
+      SIGNALS.WRONG_SHARD,
     )
+    const connection = await pool.getConnection()
+    try {
+      await connection.query("SET SESSION sql_mode = ''")
+      expect(await sqlStateOf(connection.query(`CALL ${db(0 + 3)}.generate_id(NULL, @o)`))).toBe(
+        SIGNALS.WRONG_SHARD,
+      )
+      // 'abc' would be 0 under the caller's lax mode; the routine's own strict mode refuses it.
+      await expect(connection.query(`CALL ${db(3)}.generate_id('abc', @o)`)).rejects.toThrow()
+      expect(await sqlStateOf(connection.query(`SELECT ${db(3)}.reserve_ids(NULL)`))).toBe(
+        SIGNALS.COUNT,
+      )
+    } finally {
+      connection.destroy()
+    }
   })
 
-  it('re-running the SQL keeps the counter; another layout is refused by the script', async () => {
+  it('re-running the SQL keeps the counter; another sharding is refused by the script', async () => {
     const [before] = await rows<{ v: string }>(pool, `SELECT v FROM ${db(3)}.sf_counter`)
     await install(dialect, prefix, [3])
     const [after] = await rows<{ v: string }>(pool, `SELECT v FROM ${db(3)}.sf_counter`)
     expect(BigInt(after!.v)).toBe(BigInt(before!.v))
+    const fewer = defineSharding({ layout, logicalShards: 4096 })
+    expect(await sqlStateOf(install(dialect, prefix, [3], fewer))).toBe(SIGNALS.SHARDING_MISMATCH)
     const other = defineLayout({
       epoch: '2021-01-01T00:00:00Z',
       timeBits: 41,
       shardBits: 13,
       sequenceBits: 10,
     })
-    const statements = mysqlShardStatements({ layout: other, dialect, schemaPrefix: prefix }, 3)
-    await expect(
-      (async () => {
-        for (const statement of statements) await pool.query(statement)
-      })(),
-    ).rejects.toThrow(/shardflake:LAYOUT/)
-    const [meta] = await rows<{ value: string }>(
-      pool,
-      `SELECT value FROM ${db(3)}.sf_meta WHERE name = 'layout_key'`,
+    const otherSharding = defineSharding({ layout: other, logicalShards: 8192 })
+    expect(await sqlStateOf(install(dialect, prefix, [3], otherSharding))).toBe(
+      SIGNALS.SHARDING_MISMATCH,
     )
-    expect(meta!.value).toContain(`epoch=${layout.epoch}`)
+    const meta = await rows<{ name: string; value: string }>(
+      pool,
+      `SELECT name, value FROM ${db(3)}.sf_meta WHERE name IN ('layout_key', 'logical_shards')`,
+    )
+    const byName = Object.fromEntries(meta.map((m) => [m.name, m.value]))
+    expect(byName.layout_key).toContain(`epoch=${layout.epoch}`)
+    expect(byName.logical_shards).toBe('8192')
   })
 
-  it('the BEFORE INSERT trigger fills a zero or NULL id and keeps a given one', async () => {
-    const app = `${PREFIX}${dialect}_app`
+  it('the BEFORE INSERT trigger fills a zero, NULL or omitted id, under a lax sql_mode too', async () => {
+    const app = `${PREFIX}${dialect.slice(0, 2)}_app`
     await pool.query(`CREATE DATABASE IF NOT EXISTS \`${app}\``)
     await pool.query(
       `CREATE TABLE \`${app}\`.posts (id BIGINT NOT NULL DEFAULT 0 PRIMARY KEY, body VARCHAR(20) NOT NULL)`,
     )
-    for (const statement of mysqlTriggerSql({
-      layout,
-      dialect,
-      schemaPrefix: prefix,
-      database: app,
-      table: 'posts',
-      shard: 4100,
-    })) {
-      await pool.query(statement)
+    await pool.query(
+      `CREATE TABLE \`${app}\`.bare (id BIGINT NOT NULL PRIMARY KEY, body VARCHAR(20) NOT NULL)`,
+    )
+    for (const table of ['posts', 'bare']) {
+      await runDdl(
+        pool,
+        mysqlTriggerSql({
+          sharding,
+          dialect,
+          schemaPrefix: prefix,
+          database: app,
+          table,
+          shard: 4100,
+        }),
+      )
     }
     await pool.query(`INSERT INTO \`${app}\`.posts (body) VALUES ('omitted'), ('omitted 2')`)
     await pool.query(
       `INSERT INTO \`${app}\`.posts (id, body) VALUES (NULL, 'null'), (0, 'zero'), (42, 'given')`,
     )
-    const all = await rows<{ id: string; body: string }>(
-      pool,
-      `SELECT id, body FROM \`${app}\`.posts`,
-    )
-    expect(all).toHaveLength(5)
-    for (const row of all) {
-      if (row.body === 'given') expect(row.id).toBe('42')
-      else expect(layout.shardOf(row.id)).toBe(4100)
+    const connection = await pool.getConnection()
+    try {
+      await connection.query("SET SESSION sql_mode = ''")
+      await connection.query(`INSERT INTO \`${app}\`.bare (body) VALUES ('lax'), ('lax 2')`)
+      await connection.query(
+        `INSERT INTO \`${app}\`.bare (id, body) VALUES (NULL, 'lax null'), ('', 'lax empty')`,
+      )
+    } finally {
+      connection.destroy()
+    }
+    for (const table of ['posts', 'bare']) {
+      const all = await rows<{ id: string; body: string }>(
+        pool,
+        `SELECT id, body FROM \`${app}\`.${table}`,
+      )
+      expect(all).toHaveLength(table === 'posts' ? 5 : 4)
+      for (const row of all) {
+        if (row.body === 'given') expect(row.id).toBe('42')
+        else expect(layout.shardOf(row.id)).toBe(4100)
+      }
     }
   })
 })

@@ -1,10 +1,30 @@
-import { ConfigurationError, SourceUnavailableError } from '@shardflake/core'
+import { ConfigurationError, InvalidArgumentError, SourceUnavailableError } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { TicketServerSource } from '../src'
-import { createPool, dropDatabases, type ExtraServer, rows, startMariadb } from './helpers'
+import {
+  type InstallTicketServersOptions,
+  installTicketServers,
+  TicketServerSource,
+  type TicketServerSourceOptions,
+} from '../src'
+import { createPool, dropDatabases, type ExtraServer, RUN, rows, startMariadb } from './helpers'
 
-const PREFIX = 'sf_my_tix_'
+const PREFIX = `sf_my_tix_${RUN}_`
+
+const optionsOf = new WeakMap<TicketServerSource, TicketServerSourceOptions>()
+/** A source, remembering its options for {@link install}. */
+function tickets(options: TicketServerSourceOptions): TicketServerSource {
+  const source = new TicketServerSource(options)
+  optionsOf.set(source, options)
+  return source
+}
+/** installTicketServers with the servers of `source`. */
+function install(
+  source: TicketServerSource,
+  extra: Omit<InstallTicketServersOptions, keyof TicketServerSourceOptions> = {},
+): Promise<void> {
+  return installTicketServers({ ...optionsOf.get(source)!, ...extra })
+}
 const DB_A = `${PREFIX}a`
 const DB_B = `${PREFIX}b`
 
@@ -79,16 +99,16 @@ async function drawUntilRefused(
 
 describe('TicketServerSource on two real servers', () => {
   it('odd tickets from A, even from B, round-robin; batches in one round trip', async () => {
-    const source = new TicketServerSource({
+    const source = tickets({
       servers: [
         { pool: a, database: DB_A },
         { pool: b, database: DB_B },
       ],
       sequence: 'photos',
     })
-    expect(source.layout).toBeUndefined()
-    await source.install()
-    await source.install() // idempotent: keeps the rows
+    expect(source.sharding).toBeUndefined()
+    await install(source)
+    await install(source) // idempotent: keeps the rows
     const singles: bigint[] = []
     for (let i = 0; i < 6; i++) singles.push(await source.nextId(0))
     expect(singles).toEqual([1n, 2n, 3n, 4n, 5n, 6n])
@@ -102,14 +122,14 @@ describe('TicketServerSource on two real servers', () => {
   })
 
   it('16 concurrent connections per server: no deadlock, no error, no repeat', async () => {
-    const source = new TicketServerSource({
+    const source = tickets({
       servers: [
         { pool: a, database: DB_A },
         { pool: b, database: DB_B },
       ],
       sequence: 'accounts',
     })
-    await source.install()
+    await install(source)
     const startA = await ticketRow(a, DB_A, 'accounts')
     const startB = await ticketRow(b, DB_B, 'accounts')
     const results = await Promise.allSettled(
@@ -146,12 +166,12 @@ describe('TicketServerSource on two real servers', () => {
     }
     const pools = [sessionPool(1), sessionPool(2), sessionPool(3)]
     try {
-      const source = new TicketServerSource({
+      const source = tickets({
         servers: pools.map((pool, i) => ({ pool, database: `${PREFIX}session_${i}` })),
         sequence: 'likes',
         useServerSettings: true,
       })
-      await source.install()
+      await install(source)
       const ids = []
       for (let i = 0; i < 9; i++) ids.push(await source.nextId(0))
       expect(ids).toEqual([1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n])
@@ -168,14 +188,14 @@ describe('TicketServerSource on two real servers', () => {
   })
 
   it('refuses a source whose increment does not match the rows (residue check)', async () => {
-    const wrong = new TicketServerSource({
+    const wrong = tickets({
       servers: [{ pool: a, database: DB_A }],
       sequence: 'photos',
       increment: 3,
-      retryDownMs: 0,
+      retryAfterMs: 0,
     })
     await expect(wrong.nextId(0)).rejects.toBeInstanceOf(ConfigurationError)
-    expect(() => new TicketServerSource({ servers: [a, b], sequence: 'x', increment: 1 })).toThrow(
+    expect(() => tickets({ servers: [a, b], sequence: 'x', increment: 1 })).toThrow(
       ConfigurationError,
     )
   })
@@ -185,20 +205,20 @@ describe('TicketServerSource on two real servers', () => {
       { pool: a, database: DB_A },
       { pool: b, database: DB_B },
     ]
-    const cluster = new TicketServerSource({ servers, sequence: 'outage' })
-    await cluster.install()
+    const cluster = tickets({ servers, sequence: 'outage' })
+    await install(cluster)
     const issued: bigint[] = []
     for (let i = 0; i < 50; i++) issued.push(...(await cluster.nextIds(0, 10)))
     const before = [await ticketRow(a, DB_A, 'outage'), await ticketRow(b, DB_B, 'outage')]
     // Server B dropped from the config during an outage: increment 1 by default.
-    const onlyA = new TicketServerSource({ servers: [servers[0]!], sequence: 'outage' })
-    const wider = new TicketServerSource({ servers, sequence: 'outage', increment: 3 })
-    const swapped = new TicketServerSource({
+    const onlyA = tickets({ servers: [servers[0]!], sequence: 'outage' })
+    const wider = tickets({ servers, sequence: 'outage', increment: 3 })
+    const swapped = tickets({
       servers: [servers[1]!, servers[0]!],
       sequence: 'outage',
     })
     await expect(onlyA.nextIds(0, 200)).rejects.toThrow(
-      /increment 2, offset 1; this source asked with increment 1, offset 1/,
+      /asked with increment 1, offset 1, refused the call.*hands out tickets with increment 2, offset 1/,
     )
     for (let i = 0; i < 2; i++) {
       await expect(wider.nextId(0)).rejects.toBeInstanceOf(ConfigurationError)
@@ -206,13 +226,14 @@ describe('TicketServerSource on two real servers', () => {
     }
     // Raw SQL: the function refuses too, and nothing moved.
     await expect(rows(a, `SELECT \`${DB_A}\`.next_outage(5, 1, 1) AS v`)).rejects.toMatchObject({
-      sqlMessage: 'shardflake:MISMATCH:2:1',
+      sqlState: 'SF009',
+      sqlMessage: 'shardflake: this server hands out tickets with increment 2, offset 1',
     })
     expect([await ticketRow(a, DB_A, 'outage'), await ticketRow(b, DB_B, 'outage')]).toEqual(before)
 
     // Hammered together: the cluster and a one-server client that keeps A's increment and offset
     // (the way to leave B out) share no ticket; the misconfigured clients issue none.
-    const keepsA = new TicketServerSource({
+    const keepsA = tickets({
       servers: [{ ...servers[0]!, offset: 1 }],
       sequence: 'outage',
       increment: 2,
@@ -247,7 +268,7 @@ describe('TicketServerSource on two real servers', () => {
       'SELECT @@auto_increment_increment AS inc, @@auto_increment_offset AS off',
     )
     expect([vars!.inc, vars!.off]).toEqual(['1', '1']) // MariaDB's default, on every server
-    const both = new TicketServerSource({
+    const both = tickets({
       servers: [
         { pool: a, database: s0 },
         { pool: a, database: s1 },
@@ -255,15 +276,17 @@ describe('TicketServerSource on two real servers', () => {
       sequence: 'likes',
       useServerSettings: true,
     })
-    await expect(both.install()).rejects.toThrow(/would hand out the same tickets/)
+    await expect(install(both)).rejects.toThrow(/would hand out the same tickets/)
     expect(await databaseExists(a, s0)).toBe(false) // nothing changed
     // Each installed alone (1/1 recorded on both), then used together: refused before any ticket.
     for (const database of [s0, s1]) {
-      await new TicketServerSource({
-        servers: [{ pool: a, database }],
-        sequence: 'likes',
-        useServerSettings: true,
-      }).install()
+      await install(
+        tickets({
+          servers: [{ pool: a, database }],
+          sequence: 'likes',
+          useServerSettings: true,
+        }),
+      )
     }
     const rowsBefore = [await recorded(a, s0, 'likes'), await recorded(a, s1, 'likes')]
     for (let i = 0; i < 3; i++) {
@@ -282,12 +305,12 @@ describe('TicketServerSource on two real servers', () => {
     }
     const pools = [sessionPool(2, 1), sessionPool(3, 2)]
     try {
-      const mixed = new TicketServerSource({
+      const mixed = tickets({
         servers: pools.map((pool, i) => ({ pool, database: `${PREFIX}mixed_${i}` })),
         sequence: 'likes',
         useServerSettings: true,
       })
-      await expect(mixed.install()).rejects.toThrow(/increment 2, offset 1; server 1 .*increment 3/)
+      await expect(install(mixed)).rejects.toThrow(/increment 2, offset 1; server 1 .*increment 3/)
       expect(await databaseExists(a, `${PREFIX}mixed_0`)).toBe(false)
     } finally {
       await Promise.all(pools.map((pool) => pool.end()))
@@ -300,16 +323,16 @@ describe('TicketServerSource on two real servers', () => {
       { pool: a, database: DB_A },
       { pool: b, database: DB_B },
     ]
-    const old = new TicketServerSource({ servers: two, sequence: 'grow' })
-    await old.install()
+    const old = tickets({ servers: two, sequence: 'grow' })
+    await install(old)
     // Uneven counters: B far ahead of A.
     const early = [...(await old.nextIds(0, 10)), ...(await old.nextIds(0, 5000))]
-    const three = new TicketServerSource({
+    const three = tickets({
       servers: [...two, { pool: a, database: DB_C }],
       sequence: 'grow',
     })
     const heldBefore = [await recorded(a, DB_A, 'grow'), await recorded(b, DB_B, 'grow')]
-    await expect(three.install()).rejects.toThrow(/holds increment 2, offset 1.*reconfigure/)
+    await expect(install(three)).rejects.toThrow(/holds increment 2, offset 1.*reconfigure/)
     expect([await recorded(a, DB_A, 'grow'), await recorded(b, DB_B, 'grow')]).toEqual(heldBefore)
     expect(await databaseExists(a, DB_C)).toBe(false)
 
@@ -326,7 +349,7 @@ describe('TicketServerSource on two real servers', () => {
       }),
     )
     await running
-    await three.install({ reconfigure: true })
+    await install(three, { reconfigure: true })
     const refusals = await Promise.all(oldWorkers)
     expect(refusals.every((e) => /paused|this source asked with increment 2/.test(e.message))).toBe(
       true,
@@ -366,8 +389,8 @@ describe('TicketServerSource on two real servers', () => {
       ticketRow(b, DB_B, 'grow'),
       ticketRow(a, DB_C, 'grow'),
     ])
-    await three.install()
-    await three.install({ reconfigure: true })
+    await install(three)
+    await install(three, { reconfigure: true })
     expect(
       await Promise.all([
         ticketRow(a, DB_A, 'grow'),
@@ -383,17 +406,17 @@ describe('TicketServerSource on two real servers', () => {
       { pool: a, database: DB_A },
       { pool: a, database: lost },
     ]
-    const source = new TicketServerSource({ servers, sequence: 'spare' })
-    await source.install()
+    const source = tickets({ servers, sequence: 'spare' })
+    await install(source)
     for (let i = 0; i < 20; i++) await source.nextIds(0, 100)
     const highestA = await ticketRow(a, DB_A, 'spare')
     await a.query(`DROP DATABASE \`${lost}\``) // the server is gone, with its counter
-    await source.install()
+    await install(source)
     const fresh = await recorded(a, lost, 'spare')
     expect([fresh.increment, fresh.offset]).toEqual([2, 2])
     expect(fresh.id >= highestA && fresh.id % 2n === 0n).toBe(true)
     await a.query(`DROP DATABASE \`${lost}\``)
-    await source.install({ startAbove: 1_000_000n })
+    await install(source, { startAbove: 1_000_000n })
     expect((await recorded(a, lost, 'spare')).id).toBe(1_000_002n)
     expect(await ticketRow(a, DB_A, 'spare')).toBe(highestA) // the kept server is untouched
   })
@@ -407,13 +430,13 @@ describe('TicketServerSource on two real servers', () => {
       )
       await a.query(`INSERT INTO \`${db}\`.tickets64_old VALUES ('a', ?)`, [i === 0 ? 101 : 250])
     }
-    const source = new TicketServerSource({
+    const source = tickets({
       servers: legacy.map((database) => ({ pool: a, database })),
       sequence: 'old',
     })
-    await expect(source.install()).rejects.toThrow(/earlier version/)
+    await expect(install(source)).rejects.toThrow(/earlier version/)
     await expect(source.nextId(0)).rejects.toBeInstanceOf(ConfigurationError)
-    await source.install({ reconfigure: true })
+    await install(source, { reconfigure: true })
     const held = await Promise.all(legacy.map((db) => recorded(a, db, 'old')))
     expect(held.map((r) => [r.increment, r.offset])).toEqual([
       [2, 1],
@@ -425,25 +448,27 @@ describe('TicketServerSource on two real servers', () => {
   })
 
   it('fails over: one endpoint down all along, another stopped mid-run; IDs keep coming, none repeated', async () => {
-    const source = new TicketServerSource({
+    const source = tickets({
       servers: [
         { pool: a, database: DB_A },
         { pool: b, database: DB_B },
         { pool: dead, database: DB_B },
       ],
       sequence: 'comments',
-      retryDownMs: 60_000,
+      retryAfterMs: 60_000,
     })
-    await expect(source.install()).rejects.toThrow()
+    await expect(install(source)).rejects.toThrow()
     // Install on the two live servers only (the third is unreachable).
-    await new TicketServerSource({
-      servers: [
-        { pool: a, database: DB_A, offset: 1 },
-        { pool: b, database: DB_B, offset: 2 },
-      ],
-      increment: 3,
-      sequence: 'comments',
-    }).install()
+    await install(
+      tickets({
+        servers: [
+          { pool: a, database: DB_A, offset: 1 },
+          { pool: b, database: DB_B, offset: 2 },
+        ],
+        increment: 3,
+        sequence: 'comments',
+      }),
+    )
     let stopped = false
     const workers = Array.from({ length: 8 }, async (_, w) => {
       const ids: bigint[] = []
@@ -468,7 +493,58 @@ describe('TicketServerSource on two real servers', () => {
   })
 
   it('throws SourceUnavailableError when no server can be reached', async () => {
-    const source = new TicketServerSource({ servers: [dead], sequence: 'photos' })
+    const source = tickets({ servers: [dead], sequence: 'photos' })
     await expect(source.nextId(0)).rejects.toBeInstanceOf(SourceUnavailableError)
+  })
+
+  it('a stopped (SIGSTOP) server is skipped after timeoutMs: every caller is served by the healthy one', async () => {
+    const hung = await startMariadb()
+    const hungPool = createPool(hung.url, { connectionLimit: 8 })
+    try {
+      const options = {
+        servers: [
+          { pool: a, database: `${PREFIX}hang_a` },
+          { pool: hungPool, database: `${PREFIX}hang_b` },
+        ],
+        sequence: 'hang',
+        timeoutMs: 500,
+        retryAfterMs: 60_000,
+      }
+      await installTicketServers(options)
+      const source = new TicketServerSource(options)
+      // Both answer, and the pools hold open connections to both.
+      const warm = await Promise.all(Array.from({ length: 8 }, () => source.nextId(0)))
+      expect(new Set(warm.map((id) => id % 2n))).toEqual(new Set([0n, 1n]))
+      hung.pause()
+      const served = await Promise.all(Array.from({ length: 8 }, () => source.nextIds(0, 5)))
+      const all = served.flat()
+      expect(all).toHaveLength(40)
+      expect(new Set([...warm, ...all]).size).toBe(48)
+      expect(all.every((id) => id % 2n === 1n)).toBe(true) // all from the healthy server
+      await expect(source.nextIds(0, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
+    } finally {
+      hung.resume()
+      await hungPool.end()
+      await hung.stop()
+    }
+  })
+
+  it('a server that does not answer within timeoutMs, with no other left: SourceUnavailableError', async () => {
+    const hung = await startMariadb()
+    const hungPool = createPool(hung.url, { connectionLimit: 2 })
+    try {
+      const options = { servers: [hungPool], sequence: 'alone', timeoutMs: 300 }
+      await installTicketServers(options)
+      const source = new TicketServerSource(options)
+      await source.nextId(0)
+      hung.pause()
+      const error = await source.nextId(0).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(SourceUnavailableError)
+      expect((error as Error).cause).toMatchObject({ code: 'TIMED_OUT' })
+    } finally {
+      hung.resume()
+      await hungPool.end()
+      await hung.stop()
+    }
   })
 })

@@ -1,72 +1,95 @@
--- shardflake mysql8 routines, layout instagram (epoch=1314220021721;unit=1;bits=41/13/0/10;order=time,shard,worker,sequence)
--- shards 5 (1), database prefix shard_
--- Re-runnable: the counters are kept; a different layout is refused.
 DELIMITER $$
--- logical shard 5
+SET @shardflake_saved_sql_mode = @@SESSION.sql_mode$$
+
+SET SESSION sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'$$
+
 CREATE DATABASE IF NOT EXISTS `shard_5`$$
+
 CREATE TABLE IF NOT EXISTS `shard_5`.`sf_meta` (
   `name` VARCHAR(64) NOT NULL PRIMARY KEY,
   `value` TEXT NOT NULL
 ) ENGINE=InnoDB$$
-DROP PROCEDURE IF EXISTS `shard_5`.`sf_check_layout`$$
-CREATE PROCEDURE `shard_5`.`sf_check_layout`()
+
+DROP PROCEDURE IF EXISTS `shard_5`.`sf_check_install`$$
+
+CREATE PROCEDURE `shard_5`.`sf_check_install`()
 BEGIN
-  DECLARE installed TEXT DEFAULT (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'layout_key');
-  DECLARE moved TEXT DEFAULT (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'moved_to');
-  IF installed IS NOT NULL AND installed <> 'epoch=1314220021721;unit=1;bits=41/13/0/10;order=time,shard,worker,sequence' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:LAYOUT: shard 5 has another layout installed';
+  IF (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'layout_key') <> 'epoch=1314220021721;unit=1;bits=41/13/0/10;order=time,shard,worker,sequence'
+     OR (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'logical_shards') <> '2000' THEN
+    SIGNAL SQLSTATE 'SF002' SET MESSAGE_TEXT = 'shardflake: shard 5 was installed with another layout or logicalShards';
   END IF;
-  IF moved IS NOT NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:MOVED:logical shard 5 moved from this server to another (sf_meta.moved_to); move it back instead';
+  IF (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'moved_to') IS NOT NULL THEN
+    SIGNAL SQLSTATE 'SF012' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved from this server to another (sf_meta.moved_to); move it back instead';
   END IF;
 END$$
-CALL `shard_5`.`sf_check_layout`()$$
-DROP PROCEDURE `shard_5`.`sf_check_layout`$$
+
+CALL `shard_5`.`sf_check_install`()$$
+
+DROP PROCEDURE `shard_5`.`sf_check_install`$$
+
 INSERT IGNORE INTO `shard_5`.`sf_meta` (`name`, `value`) VALUES
   ('layout_key', 'epoch=1314220021721;unit=1;bits=41/13/0/10;order=time,shard,worker,sequence'),
   ('layout', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'),
+  ('logical_shards', '2000'),
   ('shard', '5'),
-  ('version', '1'),
   ('dialect', 'mysql8')$$
+
+INSERT INTO `shard_5`.`sf_meta` (`name`, `value`) VALUES ('version', '2') ON DUPLICATE KEY UPDATE `value` = VALUES(`value`)$$
+
 CREATE TABLE IF NOT EXISTS `shard_5`.`sf_counter` (
   `k` TINYINT UNSIGNED NOT NULL PRIMARY KEY,
-  `v` BIGINT UNSIGNED NOT NULL COMMENT 'next free (time << 10 | sequence)'
+  `v` BIGINT UNSIGNED NOT NULL COMMENT 'next free (time << 10 | sequence)',
+  `t` BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'latest clock reading (time << 10): tells a clock that went back from a burst'
 ) ENGINE=InnoDB$$
-INSERT IGNORE INTO `shard_5`.`sf_counter` (`k`, `v`) VALUES (1, 0)$$
+
+INSERT IGNORE INTO `shard_5`.`sf_counter` (`k`, `v`, `t`) VALUES (1, 0, 0)$$
+
 DROP FUNCTION IF EXISTS `shard_5`.`reserve_ids`$$
+
 CREATE FUNCTION `shard_5`.`reserve_ids`(n INT) RETURNS BIGINT UNSIGNED
   NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: reserves n counter values in one UPDATE, returns the first'
 BEGIN
   DECLARE now_v BIGINT UNSIGNED DEFAULT GREATEST(0, FLOOR((UNIX_TIMESTAMP(SYSDATE(3)) * 1000 + COALESCE(@shardflake_clock_offset_ms, 0) - 1314220021721) / 1)) << 10;
   DECLARE current_v BIGINT UNSIGNED;
-  DECLARE message VARCHAR(255);
+  DECLARE seen_v BIGINT UNSIGNED;
+  DECLARE message VARCHAR(128);
   IF n IS NULL OR n < 1 OR n > 1000000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:COUNT: n must be from 1 to 1000000';
+    SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: n must be from 1 to 1000000';
   END IF;
   UPDATE `shard_5`.`sf_counter`
-     SET `v` = LAST_INSERT_ID(GREATEST(`v`, now_v) + n)
+     SET `v` = LAST_INSERT_ID(GREATEST(`v`, now_v) + n), `t` = GREATEST(`t`, now_v)
    WHERE `k` = 1
      AND GREATEST(`v`, now_v) + n <= now_v + 1024000
      AND GREATEST(`v`, now_v) + n <= 1125899906842624;
   IF ROW_COUNT() = 1 THEN
     RETURN LAST_INSERT_ID() - n;
   END IF;
-  SELECT `v` INTO current_v FROM `shard_5`.`sf_counter` WHERE `k` = 1;
+  SELECT `v`, `t` INTO current_v, seen_v FROM `shard_5`.`sf_counter` WHERE `k` = 1;
   IF current_v IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:MISSING: the counter row of shard 5 is missing';
+    SIGNAL SQLSTATE 'SF007' SET MESSAGE_TEXT = 'shardflake: the counter row of shard 5 is missing';
   END IF;
   IF current_v > 1125899906842624 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:MOVED:logical shard 5 moved to another server (sf_meta.moved_to); update the shard map';
+    SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to another server (sf_meta.moved_to); update the shard map';
   END IF;
   IF GREATEST(current_v, now_v) + n > 1125899906842624 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:EXHAUSTED: the time field of the layout is used up';
+    SIGNAL SQLSTATE 'SF003' SET MESSAGE_TEXT = 'shardflake: the time field of the layout is used up';
   END IF;
-  SET message = CONCAT('shardflake:CLOCK:', ((GREATEST(current_v, now_v) + n - now_v) >> 10) * 1,
-    ':1000: counter of shard 5 too far ahead of the clock');
-  SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = message;
+  IF n > 1024000 THEN
+    SIGNAL SQLSTATE 'SF008' SET MESSAGE_TEXT = 'shardflake: shard 5 makes at most 1024000 IDs within maxDriftMs 1000: ask for fewer per call';
+  END IF;
+  IF seen_v > now_v AND GREATEST(current_v, seen_v) + n <= seen_v + 1024000 THEN
+    SET message = CONCAT('shardflake: the server clock is ', ((seen_v - now_v) >> 10) * 1,
+      ' ms behind a time it showed before (shard 5)');
+    SIGNAL SQLSTATE 'SF001' SET MESSAGE_TEXT = message;
+  END IF;
+  SET message = CONCAT('shardflake: shard 5 is ', ((GREATEST(current_v, now_v) + n - now_v) >> 10) * 1,
+    ' ms ahead with this call, more than maxDriftMs 1000');
+  SIGNAL SQLSTATE 'SF008' SET MESSAGE_TEXT = message;
 END$$
+
 DROP FUNCTION IF EXISTS `shard_5`.`next_id`$$
+
 CREATE FUNCTION `shard_5`.`next_id`() RETURNS BIGINT
   NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: one new ID of shard 5'
@@ -74,7 +97,9 @@ BEGIN
   DECLARE v BIGINT UNSIGNED DEFAULT `shard_5`.`reserve_ids`(1);
   RETURN CAST((((v) >> 10) << 23) | 5120 | ((v) & 1023) AS SIGNED);
 END$$
+
 DROP PROCEDURE IF EXISTS `shard_5`.`next_ids`$$
+
 CREATE PROCEDURE `shard_5`.`next_ids`(IN n INT)
   NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: n new ascending IDs of shard 5 as one result set'
@@ -83,31 +108,43 @@ BEGIN
   SELECT CAST((((first_v + (g.seq - 1)) >> 10) << 23) | 5120 | ((first_v + (g.seq - 1)) & 1023) AS SIGNED) AS `id`
     FROM JSON_TABLE(CONCAT('[', REPEAT('0,', n - 1), '0]'), '$[*]' COLUMNS (seq FOR ORDINALITY)) AS g ORDER BY g.seq;
 END$$
+
 DROP PROCEDURE IF EXISTS `shard_5`.`generate_id`$$
+
 CREATE PROCEDURE `shard_5`.`generate_id`(IN shard_key BIGINT, OUT id BIGINT)
   NOT DETERMINISTIC MODIFIES SQL DATA
-  COMMENT 'shardflake: the seed''s procedure shape, made atomic'
+  COMMENT 'shardflake: an ID for a row whose shard key is shard_key'
 BEGIN
-  IF shard_key IS NULL OR MOD(shard_key, 8192) <> 5 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'shardflake:SHARD: shard key mod 8192 is not 5';
+  IF shard_key IS NULL OR MOD(shard_key, 2000) <> 5 THEN
+    SIGNAL SQLSTATE 'SF006' SET MESSAGE_TEXT = 'shardflake: the shard key is missing, or its shard (key mod 2000) is not 5';
   END IF;
   SET id = `shard_5`.`next_id`();
 END$$
+
 DROP FUNCTION IF EXISTS `shard_5`.`id_shard`$$
+
 CREATE FUNCTION `shard_5`.`id_shard`(id BIGINT) RETURNS INT
   DETERMINISTIC NO SQL
 RETURN (CAST(id AS UNSIGNED) >> 10) & 8191$$
+
 DROP FUNCTION IF EXISTS `shard_5`.`id_sequence`$$
+
 CREATE FUNCTION `shard_5`.`id_sequence`(id BIGINT) RETURNS INT
   DETERMINISTIC NO SQL
 RETURN CAST(id AS UNSIGNED) & 1023$$
+
 DROP FUNCTION IF EXISTS `shard_5`.`id_unix_ms`$$
+
 CREATE FUNCTION `shard_5`.`id_unix_ms`(id BIGINT) RETURNS BIGINT
   DETERMINISTIC NO SQL
 RETURN 1314220021721 + ((CAST(id AS UNSIGNED) >> 23) & 2199023255551) * 1$$
+
 DROP FUNCTION IF EXISTS `shard_5`.`id_time`$$
+
 CREATE FUNCTION `shard_5`.`id_time`(id BIGINT) RETURNS DATETIME(3)
   DETERMINISTIC NO SQL
   COMMENT 'in the session time zone'
 RETURN FROM_UNIXTIME(`shard_5`.`id_unix_ms`(id) / 1000)$$
+
+SET SESSION sql_mode = COALESCE(@shardflake_saved_sql_mode, @@GLOBAL.sql_mode)$$
 DELIMITER ;

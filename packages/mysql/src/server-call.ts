@@ -1,0 +1,107 @@
+import { type IdRequestContext, withDeadline } from '@shardflake/core'
+import type { Pool, PoolConnection } from 'mysql2/promise'
+import { driverError } from './errors'
+
+/** Runs one statement and returns its rows. @internal */
+export type RunQuery = (
+  sql: string,
+  params: readonly unknown[],
+) => Promise<readonly Record<string, unknown>[]>
+
+/** What {@link callServer} takes. @internal */
+export interface ServerCallOptions {
+  /** The pool to take a connection from; not used when `query` is given. */
+  readonly pool?: Pool
+  /** The caller's connection (`IdRequestContext.query`): used instead of the pool. */
+  readonly query?: IdRequestContext['query']
+  readonly timeoutMs: number
+  readonly signal?: AbortSignal | undefined
+  /** Named in messages. */
+  readonly what: string
+  /**
+   * On give-up: `'kill'` sends `KILL QUERY <thread id>` from another connection of the pool (the
+   * statement stops on the server), `'destroy'` closes the connection (a server that does not
+   * answer cannot be asked to kill anything).
+   * @default 'kill'
+   */
+  readonly giveUp?: 'kill' | 'destroy'
+}
+
+/**
+ * Runs `work` on one connection of the pool (or on the caller's connection) within `timeoutMs`
+ * and the caller's `signal` (core `withDeadline`). On give-up the running statement is killed on
+ * the server (`KILL QUERY`) or its connection closed; that connection is closed afterwards,
+ * never handed back to the pool, so a late kill cannot reach another caller's statement.
+ * @throws TimedOutError, CancelledError from the deadline; the driver's errors as they are.
+ * @internal
+ */
+export function callServer<T>(
+  options: ServerCallOptions,
+  work: (run: RunQuery) => Promise<T>,
+): Promise<T> {
+  const { pool, query, timeoutMs } = options
+  let connection: PoolConnection | undefined
+  let gaveUp = false
+  let broken = false
+  let killing: Promise<unknown> | undefined
+  const run: RunQuery = async (sql, params) => {
+    if (query) return await query(sql, params)
+    if (!connection) {
+      const taken = await pool!.getConnection()
+      if (gaveUp) {
+        taken.release()
+        throw new Error('given up')
+      }
+      connection = taken
+    }
+    try {
+      const [rows] = await connection.query(sql, params as unknown[])
+      return rows as Record<string, unknown>[]
+    } catch (error) {
+      if (driverError(error)?.fatal) broken = true
+      throw error
+    }
+  }
+  const task = async () => {
+    try {
+      return await work(run)
+    } finally {
+      const used = connection
+      if (used) {
+        if (gaveUp || broken) {
+          if (killing) await settleWithin(killing, timeoutMs)
+          used.destroy()
+        } else {
+          used.release()
+        }
+      }
+    }
+  }
+  return withDeadline(task, {
+    timeoutMs,
+    signal: options.signal,
+    what: options.what,
+    onGiveUp: () => {
+      gaveUp = true
+      const used = connection
+      if (!used || query) return
+      if ((options.giveUp ?? 'kill') === 'kill' && pool) {
+        killing = pool.query(`KILL QUERY ${Number(used.threadId)}`)
+        killing.catch(() => used.destroy())
+      } else {
+        used.destroy()
+      }
+    },
+  })
+}
+
+async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  await Promise.race([
+    promise.catch(() => undefined),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, ms)
+    }),
+  ])
+  clearTimeout(timer)
+}

@@ -1,0 +1,216 @@
+import { ConfigurationError, readDuration, SOURCE_DEFAULTS } from '@shardflake/core'
+import type { Pool } from 'mysql2/promise'
+import { driverError } from '../errors'
+import { checkIdentifier } from '../identifiers'
+import { checkBigNumberConfig } from '../pool'
+import { ticketTable } from './sql'
+
+/** Largest increment (the number of ticket servers a sequence can have), as MySQL's own `auto_increment_increment`. */
+export const MAX_TICKET_INCREMENT = 65_535
+
+/** One ticket server: a pool and its offset (1..increment). */
+export interface TicketServer {
+  pool: Pool
+  /** This server's offset, 1..increment. @default its position in `servers` + 1 */
+  offset?: number
+  /** The database of the ticket tables on this server. @default the source's `database` */
+  database?: string
+}
+
+/** The servers of a ticket sequence: what {@link TicketServerSource} and {@link installTicketServers} take. */
+export interface TicketServersOptions {
+  /** The ticket servers, in offset order unless offsets are given. */
+  servers: readonly (Pool | TicketServer)[]
+  /** The sequence name (`photos` uses table `tickets64_photos`). */
+  sequence: string
+  /** @default 'tickets' */
+  database?: string
+  /**
+   * Distance between two tickets of one server: the number of servers, at most 65,535. Every
+   * server records the increment and offset it was installed with, and refuses a source that
+   * asks with others (`ConfigurationError`, nothing issued).
+   * @default servers.length
+   */
+  increment?: number
+  /**
+   * `true`: use each server's own `@@auto_increment_increment` / `@@auto_increment_offset`
+   * (my.cnf) instead of `increment` and the offsets given here; servers whose increments differ
+   * or whose offsets collide are refused.
+   * @default false
+   */
+  useServerSettings?: boolean
+  /**
+   * The longest one call waits for a server, in ms. A server that does not answer in time is
+   * treated like one that is down: skipped for `retryAfterMs`, and the next server is asked.
+   * @default 2000 (core SOURCE_DEFAULTS.timeoutMs)
+   */
+  timeoutMs?: number
+  /** How long a server that failed is skipped, in ms. @default 1000 (core SOURCE_DEFAULTS.retryAfterMs) */
+  retryAfterMs?: number
+}
+
+/** Increment and offset of one server. @internal */
+export interface TicketSettings {
+  increment: number
+  offset: number
+}
+
+/** One server as the source and the installer use it. @internal */
+export interface ServerEntry {
+  pool: Pool
+  offset: number
+  database: string
+  downUntil: number
+  /** Position in `servers`, for messages. */
+  index: number
+  /** `db`.`tickets64_<sequence>` */
+  table: string
+  /** The statement that draws tickets. */
+  sql: string
+  /** For messages: "ticket server 1 (database tickets) of sequence photos". */
+  what: string
+  /** With `useServerSettings`: what the server recorded, once read. */
+  recorded?: TicketSettings
+}
+
+/** The options with defaults applied and checked. @internal */
+export interface TicketConfig {
+  sequence: string
+  increment: number
+  useServerSettings: boolean
+  timeoutMs: number
+  retryAfterMs: number
+  servers: ServerEntry[]
+}
+
+/**
+ * @throws ConfigurationError for offsets that do not form 1..increment without repeats, an
+ *   increment above 65,535, or the same pool and database given twice.
+ * @internal
+ */
+export function resolveTicketConfig(options: TicketServersOptions): TicketConfig {
+  if (!options?.servers || options.servers.length === 0) {
+    throw new ConfigurationError('servers must not be empty.')
+  }
+  const sequence = checkIdentifier('sequence', options.sequence)
+  const defaultDatabase = checkIdentifier('database', options.database ?? 'tickets')
+  const increment = options.increment ?? options.servers.length
+  const table = ticketTable(sequence)
+  const servers = options.servers.map((server, index): ServerEntry => {
+    const entry = 'pool' in server && !('query' in server) ? server : { pool: server as Pool }
+    const database = checkIdentifier('database', entry.database ?? defaultDatabase)
+    return {
+      pool: entry.pool,
+      offset: entry.offset ?? index + 1,
+      database,
+      downUntil: 0,
+      index,
+      table: `\`${database}\`.\`${table}\``,
+      sql: `SELECT CAST(\`${database}\`.\`next_${sequence}\`(?, ?, ?) AS CHAR) AS v`,
+      what: `ticket server ${index} (database ${database}) of sequence ${sequence}`,
+    }
+  })
+  const offsets = new Set(servers.map((s) => s.offset))
+  if (
+    !Number.isSafeInteger(increment) ||
+    increment < servers.length ||
+    increment > MAX_TICKET_INCREMENT ||
+    offsets.size !== servers.length ||
+    [...offsets].some((o) => !Number.isSafeInteger(o) || o < 1 || o > increment)
+  ) {
+    throw new ConfigurationError(
+      `Ticket servers need distinct offsets from 1 to increment (${increment}, at most ${MAX_TICKET_INCREMENT}), one per server.`,
+    )
+  }
+  for (const [i, a] of servers.entries()) {
+    if (servers.slice(0, i).some((b) => b.pool === a.pool && b.database === a.database)) {
+      throw new ConfigurationError(
+        `Ticket server ${i} repeats the pool and database ${a.database} of an earlier server.`,
+      )
+    }
+  }
+  for (const { pool } of servers) checkBigNumberConfig(pool, 'TicketServerSource')
+  return {
+    sequence,
+    increment,
+    useServerSettings: options.useServerSettings ?? false,
+    timeoutMs: readDuration('timeoutMs', options.timeoutMs, SOURCE_DEFAULTS.timeoutMs, { min: 1 }),
+    retryAfterMs: readDuration('retryAfterMs', options.retryAfterMs, SOURCE_DEFAULTS.retryAfterMs),
+    servers,
+  }
+}
+
+/** The recorded increment and offset of a server, for the source. @internal */
+export async function readRecorded(server: ServerEntry): Promise<TicketSettings> {
+  let rows: unknown
+  try {
+    ;[rows] = await server.pool.query(
+      `SELECT \`server_increment\` AS inc, \`server_offset\` AS off FROM ${server.table} WHERE \`stub\` = 'a'`,
+    )
+  } catch (error) {
+    const errno = driverError(error)?.errno
+    if (errno !== 1146 && errno !== 1049 && errno !== 1054) throw error
+    throw new ConfigurationError(
+      `${server.what} has no ticket table of this version: run installTicketServers.`,
+      { cause: error },
+    )
+  }
+  const row = (rows as { inc: unknown; off: unknown }[])[0]
+  if (!row) {
+    throw new ConfigurationError(`${server.what} has no ticket row: run installTicketServers.`)
+  }
+  const settings = { increment: Number(row.inc), offset: Number(row.off) }
+  if (settings.increment === 0) {
+    throw new ConfigurationError(
+      `${server.what} is paused by a reconfiguration that did not finish: run installTicketServers({ reconfigure: true }).`,
+    )
+  }
+  return settings
+}
+
+export function sameSettings(a: TicketSettings, b: TicketSettings): boolean {
+  return a.increment === b.increment && a.offset === b.offset
+}
+
+/** The smallest ticket >= floor (and >= 1) of the residue class of `offset` modulo `increment`. @internal */
+export function firstTicket(floor: bigint, { increment, offset }: TicketSettings): bigint {
+  const from = floor < 1n ? 1n : floor
+  const step = BigInt(increment)
+  return from + ((((BigInt(offset) - from) % step) + step) % step)
+}
+
+/**
+ * Throws unless the servers share one increment (1..65,535) and their offsets are distinct and
+ * within 1..increment: only then are their residue classes disjoint. @internal
+ */
+export function checkSettings(
+  entries: readonly { server: ServerEntry; settings: TicketSettings }[],
+  what: string,
+  outcome: string,
+): void {
+  const increments = new Set(entries.map((e) => e.settings.increment))
+  const offsets = new Set(entries.map((e) => e.settings.offset))
+  const valid =
+    increments.size <= 1 &&
+    offsets.size === entries.length &&
+    entries.every(
+      ({ settings: { increment, offset } }) =>
+        Number.isSafeInteger(increment) &&
+        Number.isSafeInteger(offset) &&
+        increment >= 1 &&
+        increment <= MAX_TICKET_INCREMENT &&
+        offset >= 1 &&
+        offset <= increment,
+    )
+  if (!valid) {
+    const list = entries
+      .map(
+        ({ server, settings }) =>
+          `server ${server.index} (database ${server.database}): increment ${settings.increment}, offset ${settings.offset}`,
+      )
+      .join('; ')
+    throw new ConfigurationError(
+      `${what} of the ticket servers would hand out the same tickets (${list}). They need one increment and distinct offsets from 1 to it (e.g. auto_increment_increment=2 and auto_increment_offset=1 and 2 in each server's my.cnf). ${outcome}`,
+    )
+  }
+}
