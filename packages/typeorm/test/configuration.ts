@@ -10,6 +10,8 @@ import {
   MissingShardKeyError,
   toDdl,
 } from '@shardflake/core'
+import { mysqlSql } from '@shardflake/mysql'
+import { postgresSql } from '@shardflake/postgres'
 import { DataSource, EntitySchema } from 'typeorm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { shardedIdColumn, shardedIds, shardMigration } from '../src'
@@ -42,17 +44,19 @@ export function describeConfiguration(tag: string): void {
       source = new InProcessSource({ sharding, shards: 'all' })
       raw = await freshDatabase('postgres', `sf_typeorm_${tag}config_pg`)
       const tables = shardMigration('Tags1732250000000', {
-        up: 'CREATE TABLE tags (id BIGINT NOT NULL PRIMARY KEY, owner_id BIGINT NOT NULL, name TEXT NOT NULL)',
+        up: toDdl([
+          'CREATE TABLE tags (id BIGINT NOT NULL PRIMARY KEY, owner_id BIGINT NOT NULL, name TEXT NOT NULL)',
+        ]),
         down: 'DROP TABLE tags',
       })
-      // A Ddl as the SQL generators return it: its statements run one by one.
+      // The generator's output as it is.
       const shards = shardMigration('ShardflakeShards1732250000001', {
-        up: toDdl([
-          'CREATE SCHEMA shard_0',
-          'CREATE SCHEMA shard_1',
-          'CREATE SEQUENCE shard_1.ids',
-        ]),
-        down: ['DROP SCHEMA shard_0 CASCADE', 'DROP SCHEMA shard_1 CASCADE'],
+        up: postgresSql({ sharding, shards: '0-1' }),
+        down: [
+          'DROP SCHEMA shard_0 CASCADE',
+          'DROP SCHEMA shard_1 CASCADE',
+          'DROP SCHEMA shardflake CASCADE',
+        ],
       })
       dataSource = new DataSource({
         type: 'postgres',
@@ -83,8 +87,9 @@ export function describeConfiguration(tag: string): void {
       expect(Number(count?.n)).toBe(0)
     })
 
-    it('runs shard DDL (a Ddl) as a migration, up and down', async () => {
-      await raw.query("SELECT nextval('shard_1.ids')")
+    it('runs the shard DDL of @shardflake/postgres as a migration, up and down', async () => {
+      const [row] = await raw.query('SELECT shard_1.next_id()::text AS id')
+      expect(sharding.shardOfId(String(row?.id))).toBe(1)
       const schemas = () =>
         raw.query("SELECT nspname FROM pg_namespace WHERE nspname IN ('shard_0', 'shard_1')")
       expect(await schemas()).toHaveLength(2)
@@ -96,6 +101,45 @@ export function describeConfiguration(tag: string): void {
 
     it('wants a migration name ending with a timestamp', () => {
       expect(() => shardMigration('Shards', { up: [], down: [] })).toThrow(InvalidArgumentError)
+    })
+  })
+
+  describe('migrations on MariaDB', () => {
+    let raw: RawDatabase
+    let dataSource: DataSource
+    const prefix = `sf_typeorm_${tag}mig_${process.pid}_`
+
+    beforeAll(async () => {
+      raw = await freshDatabase('mysql', `sf_typeorm_${tag}config_my`)
+      dataSource = new DataSource({
+        type: 'mariadb',
+        url: raw.url,
+        migrations: [
+          shardMigration('ShardflakeShards1732250000000', {
+            up: mysqlSql({ sharding, shards: [3], schemaPrefix: prefix, dialect: 'mariadb' }),
+            down: [`DROP DATABASE ${prefix}3`],
+          }),
+        ],
+      })
+      await dataSource.initialize()
+    })
+
+    afterAll(async () => {
+      await dataSource?.destroy()
+      await raw?.query(`DROP DATABASE IF EXISTS ${prefix}3`)
+      await raw?.close()
+    })
+
+    it('runs the routines of @shardflake/mysql (a Ddl) as a migration, up and down', async () => {
+      await dataSource.runMigrations()
+      const [row] = await raw.query(`SELECT ${prefix}3.next_id() AS id`)
+      expect(sharding.shardOfId(String(row?.id))).toBe(3)
+      await dataSource.undoLastMigration()
+      const left = await raw.query(
+        'SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?',
+        [`${prefix}3`],
+      )
+      expect(left).toHaveLength(0)
     })
   })
 }
