@@ -1,5 +1,6 @@
+import { throwIfCancelled } from './deadline'
 import { ConfigurationError } from './errors'
-import type { IdRequestContext, IdSource } from './id-source'
+import { checkCount, type IdRequestContext, type IdSource } from './id-source'
 import { ShardMap, type ShardRange } from './shard-map'
 import type { Sharding } from './sharding'
 
@@ -46,10 +47,13 @@ export class RoutedSource implements IdSource {
   }
 
   nextId(shard: number, context?: IdRequestContext): bigint | Promise<bigint> {
+    throwIfCancelled(context?.signal, `the source of shard ${shard}`)
     return this.shardMap.targetFor(shard).nextId(shard, context)
   }
 
   nextIds(shard: number, count: number, context?: IdRequestContext): bigint[] | Promise<bigint[]> {
+    checkCount(count)
+    throwIfCancelled(context?.signal, `the source of shard ${shard}`)
     return this.shardMap.targetFor(shard).nextIds(shard, count, context)
   }
 

@@ -25,7 +25,13 @@ const DIGITS = /^-?\d+$/
  */
 export function integerShard(key: bigint | number | string, logicalShards: number): number {
   const count = checkLogicalShards(logicalShards)
-  const value = toBigInt(key, 'Shard key')
+  // A key is not an ID: any integer works, however wide (a digit string from a DECIMAL column).
+  const value =
+    typeof key === 'string' && DIGITS.test(key.trim())
+      ? BigInt(key.trim())
+      : typeof key === 'bigint'
+        ? key
+        : toBigInt(key, 'Shard key')
   const shards = BigInt(count)
   return Number(((value % shards) + shards) % shards)
 }

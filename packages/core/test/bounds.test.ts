@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest'
+import {
+  CancelledError,
+  defineSharding,
+  InProcessSource,
+  InvalidArgumentError,
+  instagram,
+  MAX_IDS_PER_CALL,
+  RoutedSource,
+} from '../src'
+
+const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+
+describe('bounds checked before any work', () => {
+  it('reduces integer keys of any width, as digit strings or bigints', () => {
+    const wide = 10n ** 30n + 1341n
+    expect(sharding.shardForKey(wide.toString())).toBe(Number(wide % 2000n))
+    expect(sharding.shardForKey(wide)).toBe(Number(wide % 2000n))
+  })
+
+  it('refuses a count beyond the bound and a cancelled call on a routed source, before routing', () => {
+    const inner = new InProcessSource({ sharding, shards: { from: 0, to: 9 } })
+    try {
+      const routed = new RoutedSource(sharding, [{ from: 0, to: 9, target: inner }])
+      expect(() => routed.nextIds(1999, MAX_IDS_PER_CALL + 1)).toThrow(InvalidArgumentError)
+      const signal = AbortSignal.abort()
+      expect(() => routed.nextIds(1, 5, { signal })).toThrow(CancelledError)
+      expect(routed.nextIds(1, 5)).toHaveLength(5)
+    } finally {
+      inner.close()
+    }
+  })
+})
