@@ -168,7 +168,7 @@ export class InProcessSource implements SyncIdSource {
     })
     let shards: number[]
     ;[this.owns, this.describeShards, shards] = readSelection(sharding, selection)
-    claimShards(this, sharding, shards, this.worker, 'InProcessSource')
+    claimShards(this, sharding, shards, this.worker)
     this.maxDriftUnits = Math.floor(maxDriftMs / layout.timeUnitMs)
     this.floor = options.startAfterMs === undefined ? -1 : layout.timeAt(options.startAfterMs, true)
     this.guard = options.guard

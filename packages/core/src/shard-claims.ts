@@ -34,7 +34,6 @@ export function claimShards(
   sharding: Sharding,
   shards: readonly number[],
   worker: number,
-  describeOwner: string,
 ): void {
   const { owners } = registry()
   const keys = shards.map((shard) => keyOf(sharding, shard, worker))
