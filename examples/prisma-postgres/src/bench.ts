@@ -27,10 +27,10 @@
 import { loadavg } from 'node:os'
 import { PrismaPg } from '@prisma/adapter-pg'
 import {
+  defineSharding,
   type IdSource,
   InProcessSource,
   instagram,
-  integerShard,
   stringifyIds,
 } from '@shardflake/core'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
@@ -58,6 +58,13 @@ const prefix = at >= 0 ? argv[at + 1]! : 'sf_prisma_example'
 if (!/^[a-z_][a-z0-9_]*$/.test(prefix)) throw new Error(`--prefix: not a plain name: ${prefix}`)
 const batchSize = 1000
 const logicalShards = 64
+/** The application's sharding: every source and the extension get this one object. */
+const sharding = defineSharding({ layout: instagram, logicalShards })
+/**
+ * One in-process source for the process (a second one for the same shards is refused): the
+ * in-process mode and the hand-assigned controls draw from it, each into its own database.
+ */
+const inProcess = new InProcessSource({ sharding, shards: 'all' })
 const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
 interface WidePost {
@@ -104,7 +111,7 @@ const tables = (id: string) => [
 async function freshDatabase(name: string): Promise<string> {
   const admin = new pg.Client({ connectionString: baseUrl })
   await admin.connect()
-  await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  await admin.query(`DROP DATABASE IF EXISTS ${name}`)
   await admin.query(`CREATE DATABASE ${name}`)
   await admin.end()
   const url = new URL(baseUrl)
@@ -162,16 +169,20 @@ function shardedWorkload(url: string, source: IdSource, close: () => Promise<voi
  */
 function appAssignedWorkload(url: string, asText: boolean): Workload {
   const prisma = new PrismaClient({ adapter: adapter(url) })
-  const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
-  const postId = (userId: bigint) => source.nextId(integerShard(userId, logicalShards))
-  const commentId = (postId: bigint) => source.nextId(instagram.shardOf(postId))
+  const source = inProcess
+  const postId = (userId: bigint) => source.nextId(sharding.shardOfId(userId))
+  const commentId = (postId: bigint) => source.nextId(sharding.shardOfId(postId))
   const text = <T extends { id: bigint }>(rows: T[]): T[] => {
     if (asText) for (const row of rows) Object.assign(row, { id: row.id.toString() })
     return rows
   }
   return {
     createUser: async (email) =>
-      (await prisma.user.create({ data: { id: source.nextId(0), email } })).id,
+      (
+        await prisma.user.create({
+          data: { id: source.nextId(sharding.shardForKey(email)), email },
+        })
+      ).id,
     createPost: async (userId, title) =>
       (await prisma.post.create({ data: { id: postId(userId), userId, title } })).id,
     createComment: async (postId, body) =>
@@ -193,15 +204,17 @@ function appAssignedWorkload(url: string, asText: boolean): Workload {
 }
 
 async function databaseSource(url: string, prefetch: boolean) {
-  const pool = new pg.Pool({ connectionString: url, max: 4 })
-  await installPostgres(pool, { layout: instagram, shards: { from: 0, to: logicalShards - 1 } })
+  const installer = new pg.Client({ connectionString: url })
+  await installer.connect()
+  await installPostgres(installer, { sharding, shards: 'all' })
+  await installer.end()
+  // A URL: the source opens its own pool (never Prisma's connections) and close() ends it.
   const source = new PostgresSource({
-    layout: instagram,
-    databases: pool,
-    logicalShards,
+    sharding,
+    databases: url,
     ...(prefetch && { prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs } }),
   })
-  return { source, close: () => pool.end() }
+  return { source, close: async () => source.close() }
 }
 
 async function setup(): Promise<Mode[]> {
@@ -222,8 +235,7 @@ async function setup(): Promise<Mode[]> {
     else if (name === 'app-assigned as strings, no extension') {
       workload = appAssignedWorkload(url, true)
     } else if (name === 'in-process') {
-      const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
-      workload = shardedWorkload(url, source, async () => {})
+      workload = shardedWorkload(url, inProcess, async () => {})
     } else {
       const { source, close } = await databaseSource(url, name === 'next_id() + prefetch')
       workload = shardedWorkload(url, source, close)
@@ -364,6 +376,7 @@ async function main() {
     })
   }
   await Promise.all(modes.map((mode) => mode.workload.close()))
+  inProcess.close()
   const settings = {
     rounds,
     singles,

@@ -11,10 +11,12 @@
  * `db_query`: the adapter and the database) through the global hook `@prisma/instrumentation`
  * uses. It is a diagnostic only: an internal contract of Prisma 7, not something to ship.
  *
- * Uses its own database `sf_prisma_example_costs` (dropped and created).
+ * Uses its own database `sf_prisma_example_costs` (dropped and created). Its users have IDs
+ * 1-100 in both tables, so every sharded post decodes to shard 0: it measures what Prisma pays
+ * per value, not placement (`src/bench.ts` spreads users over the shards).
  */
 import { PrismaPg } from '@prisma/adapter-pg'
-import { InProcessSource, instagram, integerShard, stringifyIds } from '@shardflake/core'
+import { defineSharding, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
 import { shardedIds } from '@shardflake/prisma'
 import pg from 'pg'
 import { PrismaClient } from './generated/prisma/client.ts'
@@ -31,7 +33,7 @@ const users = 100
 
 const admin = new pg.Client({ connectionString: baseUrl })
 await admin.connect()
-await admin.query('DROP DATABASE IF EXISTS sf_prisma_example_costs WITH (FORCE)')
+await admin.query('DROP DATABASE IF EXISTS sf_prisma_example_costs')
 await admin.query('CREATE DATABASE sf_prisma_example_costs')
 await admin.end()
 const url = new URL(baseUrl)
@@ -106,7 +108,8 @@ const prepared = new PrismaClient({
 const noop = plain.$extends({
   query: { $allModels: { $allOperations: ({ args, query }) => query(args) } },
 })
-const source = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+const sharding = defineSharding({ layout: instagram, logicalShards })
+const source = new InProcessSource({ sharding, shards: 'all' })
 const extended = plain.$extends(shardedIds({ source, models }))
 const preparedExtended = prepared.$extends(shardedIds({ source, models }))
 
@@ -118,7 +121,7 @@ const rows = () => {
     title: `b${batch} t${i}`,
   }))
 }
-const postId = (userId: bigint) => source.nextId(integerShard(userId, logicalShards))
+const postId = (userId: bigint) => source.nextId(sharding.shardOfId(userId))
 const withIds = () => rows().map((row) => ({ id: postId(row.userId), ...row }))
 /**
  * Prisma takes a decimal string for a BigInt field too (and checks it as a 64-bit integer): what

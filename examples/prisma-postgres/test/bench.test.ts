@@ -7,15 +7,18 @@
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { instagram } from '@shardflake/core'
+import { defineSharding, instagram } from '@shardflake/core'
 import pg from 'pg'
-import { beforeAll, expect, it } from 'vitest'
+import { afterAll, beforeAll, expect, it } from 'vitest'
 
 const run = promisify(execFile)
 const root = join(import.meta.dirname, '..')
 const baseUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const prefix = 'sf_prisma_example_test'
-const logicalShards = 64
+// per run, so two runs on one server never meet
+const prefix = `sf_prisma_example_test_${process.pid}`
+/** The example's sharding (src/bench.ts): decoding IDs needs only the layout. */
+const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
+const databases = ['auto', 'inproc', 'prefetch', 'nextid', 'manual', 'text']
 
 beforeAll(async () => {
   await run(
@@ -34,6 +37,17 @@ beforeAll(async () => {
   )
 }, 120_000)
 
+afterAll(async () => {
+  const admin = new pg.Client({ connectionString: baseUrl })
+  await admin.connect()
+  try {
+    for (const database of databases)
+      await admin.query(`DROP DATABASE IF EXISTS ${prefix}_${database}`)
+  } finally {
+    await admin.end()
+  }
+})
+
 async function query<T>(database: string, sql: string): Promise<T[]> {
   const url = new URL(baseUrl)
   url.pathname = `/${prefix}_${database}`
@@ -46,7 +60,7 @@ async function query<T>(database: string, sql: string): Promise<T[]> {
   }
 }
 
-it('writes every post on its user shard and every comment on its post shard, in every mode', async () => {
+it("writes every post on its user's shard and every comment on its post's, decoding both IDs, in every mode", async () => {
   const { stdout } = await run(
     process.execPath,
     [
@@ -95,13 +109,20 @@ it('writes every post on its user shard and every comment on its post shard, in 
     expect(posts).toHaveLength(1003)
     expect(comments).toHaveLength(1003)
     expect(await query(database, 'SELECT id FROM users')).toHaveLength(4)
+    const users = await query<{ id: string; email: string }>(
+      database,
+      'SELECT id::text, email FROM users',
+    )
+    // users spread by the hash of their email: more than one shard
+    for (const user of users) {
+      expect(sharding.shardOfId(user.id)).toBe(sharding.shardForKey(user.email))
+    }
+    expect(new Set(users.map((user) => sharding.shardOfId(user.id))).size).toBeGreaterThan(1)
     for (const post of posts) {
-      expect(instagram.shardOf(BigInt(post.id))).toBe(
-        Number(BigInt(post.user_id) % BigInt(logicalShards)),
-      )
+      expect(sharding.shardOfId(post.id)).toBe(sharding.shardOfId(post.user_id))
     }
     for (const comment of comments) {
-      expect(instagram.shardOf(BigInt(comment.id))).toBe(instagram.shardOf(BigInt(comment.post_id)))
+      expect(sharding.shardOfId(comment.id)).toBe(sharding.shardOfId(comment.post_id))
     }
     const widePosts = await query<{ id: string; user_id: string }>(
       database,
@@ -109,9 +130,7 @@ it('writes every post on its user shard and every comment on its post shard, in 
     )
     expect(widePosts).toHaveLength(1000)
     for (const post of widePosts) {
-      expect(instagram.shardOf(BigInt(post.id))).toBe(
-        Number(BigInt(post.user_id) % BigInt(logicalShards)),
-      )
+      expect(sharding.shardOfId(post.id)).toBe(sharding.shardOfId(post.user_id))
     }
   }
   const [auto] = await query<{ posts: number; comments: number; wide: number }>(

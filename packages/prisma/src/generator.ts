@@ -4,6 +4,7 @@ import type { DMMF, GeneratorManifest, GeneratorOptions } from '@prisma/generato
 import { ConfigurationError, InvalidShardRuleError, type ShardRule } from '@shardflake/core'
 import {
   checkModels,
+  LOOKALIKE,
   type ModelMetadata,
   parseShardedId,
   type RelationMetadata,
@@ -91,14 +92,15 @@ export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
 }
 
 /**
- * Refuses `@shardedId` (or a misspelling of it) in a `//` comment, which Prisma drops from the
- * DMMF: the model would silently go unsharded.
+ * Refuses a `//` comment that starts with `@shardedId` (or a misspelling of it): Prisma drops
+ * such comments from the DMMF, and the model would silently go unsharded. Prose that mentions
+ * the annotation further into a comment is left alone.
  * @throws InvalidShardRuleError
  */
 export function checkPlainComments(schema: string, file = 'schema.prisma'): void {
   schema.split(/\r?\n/).forEach((line, index) => {
     const comment = /(?<![/:])\/\/(?!\/)(.*)$/.exec(line)
-    if (comment && /@shard/i.test(comment[1]!)) {
+    if (comment && new RegExp(`^\\s*${LOOKALIKE.source}`, 'i').test(comment[1]!)) {
       throw new InvalidShardRuleError(
         `${file}:${index + 1}: "${line.trim()}" is a // comment, which Prisma ignores: write the annotation in a /// comment on the line above the ID field.`,
       )

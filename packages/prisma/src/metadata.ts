@@ -67,8 +67,11 @@ export interface ShardedIdAnnotation {
 }
 
 const ANNOTATION = /@shardedId\b\s*(?:\(([^)]*)\))?/g
-/** Anything that looks like an attempt at the annotation: `@shardedid`, `@shardedIds`, `@shardId`. */
-const LOOKALIKE = /@shard[\w-]*/gi
+/**
+ * Anything that looks like an attempt at the annotation: `@shardedid`, `@shardedIds`, `@shardId`,
+ * `@sharded` (but not a word such as `@shardflake`).
+ */
+export const LOOKALIKE = /@shard(?:ed)?(?:[_-]?ids?)?(?![\w/.-])/gi
 
 /**
  * Reads `@shardedId(shardBy: email)`, `@shardedId(sameShardAs: post)` or `@shardedId(shard: 3)`

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { PrismaClient } from '../generated/pg/client/client'
 import { shardedIds as boundShardedIds } from '../generated/pg/shardflake'
 import { checkModels, parseShardedId, type ShardedModels, shardedIds } from '../src'
+import { checkPlainComments } from '../src/generator'
 import { type PgBlogClient, pgClient } from './support/clients'
 import { blogDatabase } from './support/database'
 
@@ -202,6 +203,14 @@ describe('metadata', () => {
       stringKeys: 'hash',
     })
     expect(parseShardedId('just a comment', 'x')).toBeUndefined()
+    expect(parseShardedId('IDs by @shardflake/prisma.\n@shardedId(shard: 1)', 'x')).toEqual({
+      shard: 1,
+    })
+    expect(() => checkPlainComments('// IDs by @shardflake/prisma\nmodel A {}')).not.toThrow()
+    expect(() => checkPlainComments('// Reads the /// @shardedId annotations')).not.toThrow()
+    expect(() =>
+      checkPlainComments('model A {\n  id BigInt @id // @shardedId(shard: 1)\n}'),
+    ).toThrow(/schema.prisma:2: .* is a \/\/ comment/)
     expect(parseShardedId(undefined, 'x')).toBeUndefined()
     for (const bad of [
       '@shardedId',
