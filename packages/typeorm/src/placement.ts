@@ -75,7 +75,10 @@ export class Placement {
     if (typeof ref === 'string') {
       relation = relationOf(item.metadata, ref)
       if ((parent === undefined || parent === null) && relation) {
-        parent = relation.getEntityValue(item.entity) ?? this.listingParent(item, relation)
+        parent =
+          relation.getEntityValue(item.entity) ??
+          foreignKeyOf(item, relation) ??
+          this.listingParent(item, relation)
       }
     }
     if (parent === undefined || parent === null) {
@@ -123,6 +126,20 @@ export function relationOf(metadata: EntityMetadata, name: string): RelationMeta
   return metadata.relations.find((relation) =>
     relation.joinColumns.some((joinColumn) => joinColumn.databaseName === column.databaseName),
   )
+}
+
+/** The value of a column of its own holding `relation`'s foreign key (`authorId` beside `author`). */
+function foreignKeyOf(item: Pending, relation: RelationMetadata): unknown {
+  for (const joinColumn of relation.joinColumns) {
+    const column = item.metadata.columns.find(
+      (candidate) =>
+        candidate.databaseName === joinColumn.databaseName &&
+        candidate.propertyName !== relation.propertyName,
+    )
+    const value: unknown = column && item.entity[column.propertyName]
+    if (value !== undefined && value !== null) return value
+  }
+  return undefined
 }
 
 function lists(children: unknown, child: object): boolean {

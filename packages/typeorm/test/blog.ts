@@ -90,6 +90,23 @@ export class PostByColumn {
   comments?: CommentByColumn[]
 }
 
+/** The posts table, `sameShardAs` the author relation, with the foreign-key column beside it. */
+@Entity('posts')
+export class PostWithAuthorKey {
+  @ShardedId<PostWithAuthorKey>({ sameShardAs: 'author' })
+  id?: string
+
+  @Column({ type: 'bigint', name: 'author_id' })
+  authorId?: string
+
+  @ManyToOne(() => Author)
+  @JoinColumn({ name: 'author_id' })
+  author?: Author
+
+  @Column({ type: 'varchar' })
+  title!: string
+}
+
 /** The comments table, with the post named by its foreign-key column. */
 @Entity('comments')
 export class CommentByColumn {

@@ -25,10 +25,11 @@ import {
   Keyed,
   Post,
   PostByColumn,
+  PostWithAuthorKey,
 } from './blog'
 
 const sharding = testSharding()
-const entities = [Author, Post, Comment, PostByColumn, CommentByColumn, Keyed]
+const entities = [Author, Post, Comment, PostByColumn, CommentByColumn, PostWithAuthorKey, Keyed]
 
 /** An initialized DataSource with every blog entity and shardflake installed. */
 async function blogDataSource(
@@ -196,6 +197,14 @@ export function describeInsertPaths(tag: string): void {
         expect(sharding.shardOfId(cascaded.id!)).toBe(sharding.shardOfId(authorIds[2]!))
         const [row] = await raw.query(`SELECT post_id FROM comments WHERE body = ${p(1)}`, ['col'])
         expect(String(row?.post_id)).toBe(post.id)
+      })
+
+      it('falls back from a sameShardAs relation to its foreign-key column', async () => {
+        const post = await dataSource
+          .getRepository(PostWithAuthorKey)
+          .save(Object.assign(new PostWithAuthorKey(), { authorId: authorIds[1]!, title: 'fk' }))
+        expect(sharding.shardOfId(post.id!)).toBe(sharding.shardOfId(authorIds[1]!))
+        expect(String((await storedPost('fk'))?.author_id)).toBe(authorIds[1])
       })
 
       it('follows plain objects through a cascade (the README quick start)', async () => {
