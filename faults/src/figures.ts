@@ -33,22 +33,25 @@ export class FaultLog {
   }
 }
 
-/** Writes a scenario's figures and every ID it issued into the run directory. */
+/** Writes a scenario's figures and every ID it issued (one file per ID space) into the run directory. */
 export function saveScenario(
   runDir: string,
   scenario: string,
   figures: Omit<ScenarioFigures, 'scenario' | 'repeats'>,
   ledgers: readonly Ledger[],
 ): ScenarioFigures {
-  const ids = concat(ledgers.map((ledger) => ledger.allIds()))
-  const { repeats } = countRepeats(ids)
-  const full: ScenarioFigures = { scenario, repeats, ...figures }
   const file = scenario.replace(/[^a-z0-9]+/gi, '-').toLowerCase()
+  let repeats = 0
+  for (const space of new Set(ledgers.map((ledger) => ledger.space))) {
+    const ids = concat(ledgers.filter((l) => l.space === space).map((ledger) => ledger.allIds()))
+    repeats += countRepeats(ids).repeats
+    writeFileSync(
+      join(runDir, `${file}.${space}.ids`),
+      new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength),
+    )
+  }
+  const full: ScenarioFigures = { scenario, repeats, ...figures }
   writeFileSync(join(runDir, `${file}.json`), JSON.stringify(full, null, 2))
-  writeFileSync(
-    join(runDir, `${file}.ids`),
-    new Uint8Array(ids.buffer, ids.byteOffset, ids.byteLength),
-  )
   return full
 }
 
@@ -74,17 +77,26 @@ export function mergeRun(runDir: string): {
   const scenarios = files
     .filter((f) => f.endsWith('.json'))
     .map((f) => JSON.parse(readFileSync(join(runDir, f), 'utf8')) as ScenarioFigures)
-  const arrays = files
-    .filter((f) => f.endsWith('.ids'))
-    .map((f) => {
-      const bytes = readFileSync(join(runDir, f))
-      const copy = new Uint8Array(bytes.length)
-      copy.set(bytes)
-      return new BigUint64Array(copy.buffer)
-    })
-  const ids = concat(arrays)
-  const { repeats, examples } = countRepeats(ids)
-  return { scenarios, ids: ids.length, repeats, examples }
+  // One check per ID space over every scenario's IDs of that space.
+  const spaces = new Map<string, BigUint64Array[]>()
+  for (const f of files.filter((name) => name.endsWith('.ids'))) {
+    const space = f.split('.').at(-2) ?? ''
+    const bytes = readFileSync(join(runDir, f))
+    const copy = new Uint8Array(bytes.length)
+    copy.set(bytes)
+    spaces.set(space, [...(spaces.get(space) ?? []), new BigUint64Array(copy.buffer)])
+  }
+  let ids = 0
+  let repeats = 0
+  const examples: bigint[] = []
+  for (const arrays of spaces.values()) {
+    const all = concat(arrays)
+    ids += all.length
+    const found = countRepeats(all)
+    repeats += found.repeats
+    examples.push(...found.examples)
+  }
+  return { scenarios, ids, repeats, examples }
 }
 
 const fmt = (n: number) => n.toLocaleString('en-US')

@@ -87,6 +87,12 @@ interface OpenWindow {
  */
 export class Ledger {
   readonly source: string
+  /**
+   * The ID space: IDs of sharded sources (time, shard, sequence; every scenario has its own
+   * shards) are checked for repeats together; ticket numbers (plain integers) only among
+   * themselves, as a small ticket can equal a sharded ID of time 0.
+   */
+  readonly space: 'sharded' | 'tickets'
   calls = 0
   ids = 0
   wrongShard = 0
@@ -103,8 +109,9 @@ export class Ledger {
   private readonly windows: WindowFigures[] = []
   private window: OpenWindow | undefined
 
-  constructor(source: string) {
+  constructor(source: string, space: 'sharded' | 'tickets' = 'sharded') {
     this.source = source
+    this.space = space
   }
 
   /** Records the IDs of one acknowledged call. */

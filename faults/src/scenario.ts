@@ -47,8 +47,8 @@ export class Scenario {
     return this.controller.signal
   }
 
-  ledger(source: string): Ledger {
-    const ledger = new Ledger(source)
+  ledger(source: string, space: 'sharded' | 'tickets' = 'sharded'): Ledger {
+    const ledger = new Ledger(source, space)
     this.ledgers.push(ledger)
     return ledger
   }

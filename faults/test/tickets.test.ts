@@ -38,7 +38,7 @@ test('TicketServerSource with two MariaDB ticket servers: each stopped (SIGSTOP)
     timeoutMs: TIMEOUT_MS,
     retryAfterMs: 1_000,
   })
-  const ledger = scenario.ledger('TicketServerSource')
+  const ledger = scenario.ledger('TicketServerSource', 'tickets')
   scenario.load({
     ledger,
     source,
@@ -52,7 +52,7 @@ test('TicketServerSource with two MariaDB ticket servers: each stopped (SIGSTOP)
   const writerPool = mysqlPool(first.port, 'root', 3)
   const committed: bigint[] = []
   const uncertain = { n: 0 }
-  const rowsLedger = scenario.ledger('TicketServerSource (rows)')
+  const rowsLedger = scenario.ledger('TicketServerSource (rows)', 'tickets')
   scenario.load({
     ledger: rowsLedger,
     source,
