@@ -27,8 +27,12 @@ export class ShardflakeError extends Error {
    */
   readonly retryable: boolean
 
-  constructor(code: ShardflakeErrorCode, message: string, options?: ShardflakeErrorOptions) {
+  /** Each subclass names its code once, here. */
+  static readonly code: ShardflakeErrorCode
+
+  constructor(message: string, options?: ShardflakeErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    const code = (new.target as unknown as { code: ShardflakeErrorCode }).code
     this.code = code
     this.name = new.target.name
     this.retryable = options?.retryable ?? RETRYABLE.has(code)
@@ -83,9 +87,7 @@ const RETRYABLE = new Set<ShardflakeErrorCode>([
 
 /** A layout definition is impossible (widths, epoch, time unit) or is used for something it cannot do. */
 export class InvalidLayoutError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('INVALID_LAYOUT', message, options)
-  }
+  static override readonly code = 'INVALID_LAYOUT'
 }
 
 /**
@@ -94,23 +96,19 @@ export class InvalidLayoutError extends ShardflakeError {
  * an adapter. Rows would land on different shards depending on who placed them.
  */
 export class ShardingMismatchError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('SHARDING_MISMATCH', message, options)
-  }
+  static override readonly code = 'SHARDING_MISMATCH'
 }
 
 /** A value is not an ID of the layout (not an integer, out of the 64-bit range, too wide). */
 export class InvalidIdError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('INVALID_ID', message, options)
-  }
+  static override readonly code = 'INVALID_ID'
 }
 
 /** A JavaScript `number` above 2^53 reached an API that needs exact 64-bit integers. */
 export class UnsafeNumberError extends ShardflakeError {
+  static override readonly code = 'UNSAFE_NUMBER'
   constructor(what: string, value: number, options?: ShardflakeErrorOptions) {
     super(
-      'UNSAFE_NUMBER',
       `${what} ${value} is not a safe integer: JavaScript numbers lose precision above 2^53. Pass a bigint or a decimal string instead.`,
       options,
     )
@@ -119,33 +117,30 @@ export class UnsafeNumberError extends ShardflakeError {
 
 /** A shard number is outside the layout, the logical shards, or the shards a source serves. */
 export class ShardOutOfRangeError extends ShardflakeError {
+  static override readonly code = 'SHARD_OUT_OF_RANGE'
   readonly shard: number | bigint | string
 
   constructor(shard: number | bigint | string, message: string, options?: ShardflakeErrorOptions) {
-    super('SHARD_OUT_OF_RANGE', message, options)
+    super(message, options)
     this.shard = shard
   }
 }
 
 /** An entity or row has no value for the field its shard is derived from. */
 export class MissingShardKeyError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('MISSING_SHARD_KEY', message, options)
-  }
+  static override readonly code = 'MISSING_SHARD_KEY'
 }
 
 /** An argument has the wrong type or value (a count out of bounds, an unknown preset, ...). */
 export class InvalidArgumentError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('INVALID_ARGUMENT', message, options)
-  }
+  static override readonly code = 'INVALID_ARGUMENT'
 }
 
 /** A schema, table or database name is not a plain identifier and was refused. */
 export class InvalidIdentifierError extends ShardflakeError {
+  static override readonly code = 'INVALID_IDENTIFIER'
   constructor(kind: string, value: string, options?: ShardflakeErrorOptions) {
     super(
-      'INVALID_IDENTIFIER',
       `Refusing ${kind} name ${JSON.stringify(value)}: use 1-63 characters of a-z, 0-9 and _, starting with a letter or _.`,
       options,
     )
@@ -159,16 +154,12 @@ export class InvalidIdentifierError extends ShardflakeError {
  * defined, before any row is written.
  */
 export class InvalidShardRuleError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('INVALID_SHARD_RULE', message, options)
-  }
+  static override readonly code = 'INVALID_SHARD_RULE'
 }
 
 /** Options that cannot work together (a lossy driver setting, a missing option, ...). */
 export class ConfigurationError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('CONFIGURATION', message, options)
-  }
+  static override readonly code = 'CONFIGURATION'
 }
 
 /**
@@ -177,19 +168,17 @@ export class ConfigurationError extends ShardflakeError {
  * give each its own shards.
  */
 export class ShardConflictError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('SHARD_CONFLICT', message, options)
-  }
+  static override readonly code = 'SHARD_CONFLICT'
 }
 
 /** The clock went backwards further than the generator is allowed to wait out. Nothing was issued. */
 export class ClockMovedBackwardsError extends ShardflakeError {
+  static override readonly code = 'CLOCK_MOVED_BACKWARDS'
   /** How far the clock is behind the time of the last ID, in ms. */
   readonly behindMs: number
 
   constructor(behindMs: number, maxWaitMs: number, options?: ShardflakeErrorOptions) {
     super(
-      'CLOCK_MOVED_BACKWARDS',
       `The clock is ${behindMs} ms behind the time of the last ID issued, more than the ${maxWaitMs} ms this generator may wait. No ID was issued. Fix the clock (NTP slew, not step), or raise maxWaitMs.`,
       options,
     )
@@ -203,16 +192,12 @@ export class ClockMovedBackwardsError extends ShardflakeError {
  * fewer IDs per call, spread rows over more shards, or raise `maxDriftMs`.
  */
 export class ShardOverloadedError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('SHARD_OVERLOADED', message, options)
-  }
+  static override readonly code = 'SHARD_OVERLOADED'
 }
 
 /** The layout's time field is used up, or the next ID would set the sign bit without opt-in. */
 export class TimeExhaustedError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('TIME_EXHAUSTED', message, options)
-  }
+  static override readonly code = 'TIME_EXHAUSTED'
 }
 
 /**
@@ -221,19 +206,18 @@ export class TimeExhaustedError extends ShardflakeError {
  * at the new home; retrying against the old one will keep failing.
  */
 export class ShardMovedError extends ShardflakeError {
+  static override readonly code = 'SHARD_MOVED'
   readonly shard: number
 
   constructor(shard: number, message: string, options?: ShardflakeErrorOptions) {
-    super('SHARD_MOVED', message, options)
+    super(message, options)
     this.shard = shard
   }
 }
 
 /** The server refused the connection or could not be found (down, wrong host or port). */
 export class ConnectionRefusedError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('CONNECTION_REFUSED', message, options)
-  }
+  static override readonly code = 'CONNECTION_REFUSED'
 }
 
 /**
@@ -241,16 +225,12 @@ export class ConnectionRefusedError extends ShardflakeError {
  * terminated). IDs the server may have used are dropped, never issued twice.
  */
 export class ConnectionLostError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('CONNECTION_LOST', message, options)
-  }
+  static override readonly code = 'CONNECTION_LOST'
 }
 
 /** The server did not answer within the source's `timeoutMs`. Nothing was issued to the caller. */
 export class TimedOutError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('TIMED_OUT', message, options)
-  }
+  static override readonly code = 'TIMED_OUT'
 }
 
 /**
@@ -258,23 +238,17 @@ export class TimedOutError extends ShardflakeError {
  * `pg_cancel_backend`, `KILL QUERY`). Nothing was issued to the caller.
  */
 export class CancelledError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('CANCELLED', message, options)
-  }
+  static override readonly code = 'CANCELLED'
 }
 
 /** The server gave up waiting for a lock (another session holds the shard's counter). */
 export class LockTimeoutError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('LOCK_TIMEOUT', message, options)
-  }
+  static override readonly code = 'LOCK_TIMEOUT'
 }
 
 /** A source could not reach any of its servers. `cause` holds the last server's failure. */
 export class SourceUnavailableError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('SOURCE_UNAVAILABLE', message, options)
-  }
+  static override readonly code = 'SOURCE_UNAVAILABLE'
 }
 
 /**
@@ -283,14 +257,10 @@ export class SourceUnavailableError extends ShardflakeError {
  * source tries to renew or take a new lease in the background; retry shortly.
  */
 export class LeaseExpiredError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('LEASE_EXPIRED', message, options)
-  }
+  static override readonly code = 'LEASE_EXPIRED'
 }
 
 /** Every worker the registry may lease is held by a live holder. Retry after a TTL, or use a layout with more worker bits. */
 export class NoFreeLeaseError extends ShardflakeError {
-  constructor(message: string, options?: ShardflakeErrorOptions) {
-    super('NO_FREE_LEASE', message, options)
-  }
+  static override readonly code = 'NO_FREE_LEASE'
 }
