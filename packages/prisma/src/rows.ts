@@ -1,0 +1,87 @@
+import type { Sharding } from '@shardflake/core'
+import type { ModelMetadata, RelationMetadata } from './metadata'
+import { type Data, isObject, isScalar } from './walk'
+
+/** A row the operation creates. */
+export interface NewRow {
+  readonly kind: 'new'
+  readonly model: string
+  readonly meta: ModelMetadata
+  readonly data: Data
+  /** Rows a foreign key of this row points to, by relation field (parent, nested-created parent). */
+  readonly links: Map<string, Row>
+  shard?: number
+  id?: bigint
+}
+
+/** A row that exists already (the target of an update): only its unique `where` is known. */
+export interface ExistingRow {
+  readonly kind: 'existing'
+  readonly model: string
+  readonly meta: ModelMetadata
+  readonly data: Data
+  readonly links: Map<string, Row>
+  /** True when a missing field may be read from the database and pinned into `where`. */
+  readonly askable: boolean
+}
+
+export type Row = NewRow | ExistingRow
+
+/**
+ * A value only the database knows: which row a `where` names (an existing row, a `connect`), or
+ * whether a `connectOrCreate` connects or creates. Answered before anything is allocated, and the
+ * arguments are rewritten so that the write does what the answer said or fails: the `where` is
+ * pinned to the ID read, a `connectOrCreate` becomes a `connect` or a `create`.
+ */
+export interface Question {
+  readonly row: Row
+  /** The relation field holding the write (`undefined`: the row's own `where`). */
+  readonly name?: string
+  readonly relation?: RelationMetadata
+  readonly field: string
+}
+
+export type Lookup = { value: unknown } | { pending: NewRow } | { ask: Question } | undefined
+const NOTHING: Data = {}
+
+/** The value of `field` on `row`: given, implied by a parent, pending, or to ask the database. */
+export function lookup(row: Row, field: string): Lookup {
+  if (row.kind === 'new' && field === row.meta.id) {
+    return row.id !== undefined ? { value: row.id } : { pending: row }
+  }
+  const own = row.data[field]
+  if (isScalar(own)) return { value: own }
+  if (row.kind === 'existing') {
+    return row.askable && Object.keys(row.data).length > 0 ? { ask: { row, field } } : undefined
+  }
+  for (const [name, relation] of Object.entries(row.meta.relations ?? {})) {
+    const index = relation.fields?.indexOf(field) ?? -1
+    if (index < 0) continue
+    const reference = relation.references![index]!
+    const linked = row.links.get(name)
+    if (linked) return lookup(linked, reference)
+    const write = row.data[name]
+    if (!isObject(write)) continue
+    if (isObject(write.connect)) {
+      const value = write.connect[reference]
+      return isScalar(value) ? { value } : { ask: { row, name, relation, field: reference } }
+    }
+    if (isObject(write.connectOrCreate)) return { ask: { row, name, relation, field: reference } }
+  }
+  return undefined
+}
+
+/** The row's shard, a question for the database, or `undefined` while it waits for a parent's ID. */
+export function shardOf(row: NewRow, sharding: Sharding): number | Question | undefined {
+  const rule = row.meta.rule!
+  if ('shard' in rule) return sharding.resolveShard(rule, row.data, row.model)
+  const ref = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
+  if (typeof ref === 'function') return sharding.resolveShard(rule, row.data, row.model)
+  const found = lookup(row, ref)
+  if (found && 'ask' in found) return found.ask
+  if (found && 'pending' in found) {
+    if (found.pending === row) return sharding.resolveShard(rule, NOTHING, row.model)
+    return 'sameShardAs' in rule ? found.pending.shard : undefined
+  }
+  return sharding.resolveShard(rule, { [ref]: found?.value }, row.model)
+}
