@@ -7,6 +7,7 @@ import {
   describeShardRule,
   type IdSource,
   InvalidShardRuleError,
+  type Sharding,
   shardByOnShardedIdError,
 } from '@shardflake/core'
 import type { DataSource, EntityMetadata } from 'typeorm'
@@ -22,13 +23,14 @@ const SIXTY_FOUR_BITS = new Set(['bigint', 'int8', 'int64', 'long'])
  * the database.
  * @throws InvalidShardRuleError for `shardBy` on a sharded parent (use `sameShardAs`), a rule
  * naming nothing, or `sameShardAs` on a parent without a sharded key.
+ * @throws ShardOutOfRangeError for a fixed `shard` outside the logical shards.
  */
 export function checkEntities(dataSource: DataSource, source: IdSource): void {
   for (const metadata of dataSource.entityMetadatas) {
     const sharded = findShardedId(metadata.target)
     if (!sharded) continue
     checkKeyColumn(dataSource, metadata, sharded)
-    if (source.sharding) checkRule(metadata, sharded)
+    if (source.sharding) checkRule(metadata, sharded, source.sharding)
   }
 }
 
@@ -57,9 +59,12 @@ function checkKeyColumn(
   }
 }
 
-function checkRule(metadata: EntityMetadata, sharded: ShardedIdEntry): void {
+function checkRule(metadata: EntityMetadata, sharded: ShardedIdEntry, sharding: Sharding): void {
   const { rule } = sharded
-  if ('shard' in rule) return
+  if ('shard' in rule) {
+    sharding.checkShard(rule.shard, `${metadata.name} ({ shard: ${rule.shard} })`)
+    return
+  }
   const field = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
   if (typeof field !== 'string') return
   const entityName = metadata.name

@@ -15,6 +15,7 @@ import {
   InvalidShardRuleError,
   ShardConflictError,
   type ShardflakeError,
+  ShardOutOfRangeError,
 } from '@shardflake/core'
 import mysql from 'mysql2'
 import pg from 'pg'
@@ -73,6 +74,12 @@ class SameShardAsUnsharded {
 @Entity('names_nothing')
 class NamesNothing {
   @ShardedId<NamesNothing>({ shardBy: 'tenant' as never })
+  id?: string
+}
+
+@Entity('fixed_shard')
+class FixedShardTooFar {
+  @ShardedId({ shard: 9999 })
   id?: string
 }
 
@@ -219,6 +226,10 @@ export function describeStartup(tag: string): void {
         const nothing = await refused([NamesNothing])
         expect(nothing).toBeInstanceOf(InvalidShardRuleError)
         expect(nothing.message).toMatch(/names no column or relation/)
+      })
+
+      it('refuses a fixed shard outside the logical shards', async () => {
+        expect(await refused([FixedShardTooFar])).toBeInstanceOf(ShardOutOfRangeError)
       })
 
       it('refuses key columns that cannot hold 64 bits: int, varchar', async () => {
