@@ -10,7 +10,7 @@ import { type CliIo, runCli } from '../src'
  */
 const URL_A = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 // Not under `sf_my_cli_`: mysql.test.ts drops those databases while this file may run.
-const PREFIX = 'sf_mycli_move_'
+const PREFIX = `sf_mycli_move_${process.pid.toString(36)}${Math.floor(Math.random() * 1296).toString(36)}_`
 const epoch = '2024-01-01T00:00:00Z'
 const layout = defineLayout({ epoch, timeBits: 41, shardBits: 13, sequenceBits: 10 })
 let second: ExtraServer
@@ -40,7 +40,7 @@ async function query<T>(url: string, sql: string): Promise<T[]> {
 async function dropOwn(url: string): Promise<void> {
   const rows = await query<{ name: string }>(
     url,
-    "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sf\\\\_mycli\\\\_move\\\\_%'",
+    `SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE '${PREFIX.replace(/_/g, '\\\\_')}%'`,
   )
   for (const { name } of rows) await query(url, `DROP DATABASE \`${name}\``)
 }
@@ -63,6 +63,8 @@ describe('shardflake move mysql', () => {
     const installed = await run(
       'install',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--url',
       URL_A,
       '--shards',
@@ -82,6 +84,8 @@ describe('shardflake move mysql', () => {
     const moved = await run(
       'move',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--from',
       URL_A,
       '--to',
@@ -108,7 +112,10 @@ describe('shardflake move mysql', () => {
     const refused = await query(URL_A, `SELECT \`${PREFIX}2\`.next_id()`).catch(
       (e: { sqlMessage?: string }) => e,
     )
-    expect((refused as { sqlMessage?: string }).sqlMessage).toMatch(/^shardflake:MOVED:/)
+    expect(refused).toMatchObject({ sqlState: 'SF004' })
+    expect((refused as { sqlMessage?: string }).sqlMessage).toMatch(
+      /^shardflake: logical shard 2 moved/,
+    )
     // Shards 0-1 stay on A.
     const [kept] = await query<{ id: string }>(
       URL_A,
@@ -121,6 +128,8 @@ describe('shardflake move mysql', () => {
     const same = await run(
       'move',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--from',
       URL_A,
       '--to',
@@ -137,6 +146,8 @@ describe('shardflake move mysql', () => {
     const missing = await run(
       'move',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--from',
       URL_A,
       '--to',

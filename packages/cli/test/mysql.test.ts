@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type CliIo, runCli } from '../src'
 
 const URL_ = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
-const PREFIX = 'sf_my_cli_shard_'
+const RUN = `${process.pid.toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`
+const PREFIX = `sf_my_cli_${RUN}_s_`
 
 async function run(...argv: string[]) {
   const out: string[] = []
@@ -18,7 +19,8 @@ const pool = mysql.createPool({ uri: URL_, supportBigNumbers: true, bigNumberStr
 
 async function dropOwn(): Promise<void> {
   const [rows] = await pool.query(
-    "SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'sf\\_my\\_cli\\_%'",
+    'SELECT SCHEMA_NAME AS name FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?',
+    [`${PREFIX.replace(/_/g, '\\_')}%`],
   )
   for (const { name } of rows as { name: string }[]) await pool.query(`DROP DATABASE \`${name}\``)
 }
@@ -36,6 +38,8 @@ describe('shardflake sql/install mysql', () => {
     const maria = await run(
       'sql',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--shards',
       '3-4',
       '--epoch',
@@ -44,11 +48,23 @@ describe('shardflake sql/install mysql', () => {
       'app_',
     )
     expect(maria.code).toBe(0)
-    expect(maria.stdout).toMatch(/^-- shardflake mariadb routines/)
+    expect(maria.stdout).toMatch(/^DELIMITER \$\$/)
+    expect(maria.stdout).toContain("('logical_shards', '8192')")
     expect(maria.stdout).toContain('CREATE DATABASE IF NOT EXISTS `app_3`$$')
     expect(maria.stdout).toContain('CREATE OR REPLACE FUNCTION `app_4`.`next_id`() RETURNS BIGINT')
     expect(maria.stdout).toContain(`- ${Date.parse(epoch)}) / 1)`)
-    const my8 = await run('sql', 'mysql', '--shards', '3', '--epoch', epoch, '--dialect', 'mysql8')
+    const my8 = await run(
+      'sql',
+      'mysql',
+      '--logical-shards',
+      '8192',
+      '--shards',
+      '3',
+      '--epoch',
+      epoch,
+      '--dialect',
+      'mysql8',
+    )
     expect(my8.code).toBe(0)
     expect(my8.stdout).toContain('DROP FUNCTION IF EXISTS `shard_3`.`next_id`$$')
     expect(my8.stdout).not.toContain('CREATE OR REPLACE')
@@ -58,6 +74,8 @@ describe('shardflake sql/install mysql', () => {
     const hostile = await run(
       'sql',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--shards',
       '1',
       '--epoch',
@@ -67,18 +85,38 @@ describe('shardflake sql/install mysql', () => {
     )
     expect(hostile.code).toBe(1)
     expect(hostile.stderr).toMatch(/^error: Refusing schema prefix name/)
-    const range = await run('sql', 'mysql', '--shards', '9-3', '--epoch', epoch)
+    const range = await run(
+      'sql',
+      'mysql',
+      '--logical-shards',
+      '8192',
+      '--shards',
+      '9-3',
+      '--epoch',
+      epoch,
+    )
     expect(range.code).toBe(1)
     expect(range.stderr).toMatch(/ends before it starts/)
-    const noEpoch = await run('sql', 'mysql', '--shards', '1')
+    const noEpoch = await run('sql', 'mysql', '--logical-shards', '8192', '--shards', '1')
     expect(noEpoch.code).toBe(1)
     expect(noEpoch.stderr).toMatch(/--epoch/)
-    const outside = await run('sql', 'mysql', '--shards', '8190-8200', '--epoch', epoch)
+    const outside = await run(
+      'sql',
+      'mysql',
+      '--logical-shards',
+      '8192',
+      '--shards',
+      '8190-8200',
+      '--epoch',
+      epoch,
+    )
     expect(outside.code).toBe(1)
-    expect(outside.stderr).toMatch(/Shard 8192 is outside layout/)
+    expect(outside.stderr).toMatch(/Shard 8200, outside the 8192 logical shards/)
     const dialect = await run(
       'sql',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--shards',
       '1',
       '--epoch',
@@ -93,6 +131,8 @@ describe('shardflake sql/install mysql', () => {
     const args = [
       'install',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--url',
       URL_,
       '--shards',
@@ -104,7 +144,9 @@ describe('shardflake sql/install mysql', () => {
     ]
     const first = await run(...args)
     expect(first.code).toBe(0)
-    expect(first.stdout).toMatch(/installed 25 shard\(s\) .* for mariadb .* 25 new, 0 updated/)
+    expect(first.stdout).toMatch(
+      /installed 25 shard\(s\) .* with logicalShards 8192 for mariadb .* 25 new, 0 updated/,
+    )
     expect(first.stderr).toMatch(/\[#+\] 25\/25 shards/)
     const again = await run(...args)
     expect(again.code).toBe(0)
@@ -115,6 +157,8 @@ describe('shardflake sql/install mysql', () => {
     const conflict = await run(
       'install',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--url',
       URL_,
       '--shards',
@@ -125,10 +169,14 @@ describe('shardflake sql/install mysql', () => {
       PREFIX,
     )
     expect(conflict.code).toBe(1)
-    expect(conflict.stderr).toMatch(/^error: Shard 0 .* refusing to install/)
+    expect(conflict.stderr).toMatch(
+      /^error: database .*_s_0 uses layout .* but this application uses/,
+    )
     const unreachable = await run(
       'install',
       'mysql',
+      '--logical-shards',
+      '8192',
       '--url',
       'mysql://root@127.0.0.1:1/x',
       '--shards',
@@ -137,6 +185,47 @@ describe('shardflake sql/install mysql', () => {
       epoch,
     )
     expect(unreachable.code).toBe(1)
-    expect(unreachable.stderr).toMatch(/^error: Could not install into the server/)
+    const otherCount = await run(
+      'install',
+      'mysql',
+      '--logical-shards',
+      '4096',
+      '--url',
+      URL_,
+      '--shards',
+      '0-1',
+      '--epoch',
+      epoch,
+      '--schema-prefix',
+      PREFIX,
+    )
+    expect(otherCount.code).toBe(1)
+    expect(otherCount.stderr).toMatch(
+      /logicalShards 8192, but this application uses .*logicalShards 4096/,
+    )
+    const noCount = await run('install', 'mysql', '--url', URL_, '--shards', '0', '--epoch', epoch)
+    expect(noCount.code).toBe(1)
+    expect(noCount.stderr).toMatch(/--logical-shards/)
+    const saved = process.env.MYSQL_URL
+    delete process.env.MYSQL_URL
+    try {
+      const noUrl = await run(
+        'install',
+        'mysql',
+        '--logical-shards',
+        '8192',
+        '--shards',
+        '0',
+        '--epoch',
+        epoch,
+      )
+      expect(noUrl.code).toBe(1)
+      expect(noUrl.stderr).toMatch(/--url or MYSQL_URL/)
+    } finally {
+      if (saved !== undefined) process.env.MYSQL_URL = saved
+    }
+    expect(unreachable.stderr).toMatch(
+      /^error: The installation: the server refused the connection/,
+    )
   })
 })

@@ -159,7 +159,7 @@ export function translateError(error: unknown, context: FailureContext): Shardfl
   const code = e?.code ?? ''
   if (CANCELLED_ERRNOS.has(errno)) {
     return new CancelledError(
-      `The statement on ${what} was cancelled by the server (KILL QUERY, or a statement time limit). Nothing was issued to the caller.`,
+      `${What}: the statement was cancelled by the server (KILL QUERY, or a statement time limit). Nothing was issued to the caller.`,
       options,
     )
   }
@@ -177,19 +177,19 @@ export function translateError(error: unknown, context: FailureContext): Shardfl
   }
   if (REFUSED_CODES.has(code) || REFUSED_ERRNOS.has(errno)) {
     return new ConnectionRefusedError(
-      `The server of ${what} refused the connection or could not be found (${code || errno}): check that it runs and that the URL is right.`,
+      `${What}: the server refused the connection or could not be found (${code || errno}). Check that it runs and that the URL is right.`,
       options,
     )
   }
   if (code === 'ETIMEDOUT') {
     return new TimedOutError(
-      `Connecting to the server of ${what} timed out: it is unreachable or overloaded.`,
+      `${What}: connecting to the server timed out; it is unreachable or overloaded.`,
       options,
     )
   }
   if (LOST_CODES.has(code) || LOST_ERRNOS.has(errno) || e?.fatal === true) {
     return new ConnectionLostError(
-      `The connection to the server of ${what} broke during the call (${code || errno}): the server restarted, or the session was killed. IDs it may have used are dropped, never issued twice; the call may be tried again.`,
+      `${What}: the connection to the server broke during the call (${code || errno}); the server restarted, or the session was killed. IDs it may have used are dropped, never issued twice; the call may be tried again.`,
       options,
     )
   }

@@ -88,7 +88,7 @@ export async function installMysql(
   const dialect =
     options.dialect === undefined || options.dialect === 'auto'
       ? await detectDialect(pool).catch((error: unknown) => {
-          throw translateError(error, { what: 'the server' })
+          throw translateError(error, { what: 'the installation' })
         })
       : options.dialect
   const o = resolveSqlOptions({ ...options, dialect }, 'installMysql')
@@ -97,7 +97,7 @@ export async function installMysql(
   try {
     connection = await pool.getConnection()
   } catch (error) {
-    throw translateError(error, { what: 'the server' })
+    throw translateError(error, { what: 'the installation' })
   }
   let failed = false
   try {

@@ -57,33 +57,36 @@ export function registerMysqlCommands(
     'mariadb',
   ).action(async (flags: MysqlFlags) => {
     const options = readOptions(flags)
-    const { generateMysqlSql } = await import('@shardflake/mysql')
-    io.stdout(generateMysqlSql({ ...options, dialect: flags.dialect ?? 'mariadb' }).trimEnd())
+    const { mysqlSql } = await import('@shardflake/mysql')
+    io.stdout(mysqlSql({ ...options, dialect: flags.dialect ?? 'mariadb' }).script.trimEnd())
   })
 
   common(
     parents.install
       .command('mysql')
       .description('install per-shard next_id() into a MySQL 8 / MariaDB server (idempotent)')
-      .option('--url <url>', 'connection URL (default: $MYSQL_URL)'),
+      .option(
+        '--url <url>',
+        'connection URL, mysql://user:password@host:3306/database (default: the MYSQL_URL environment variable; --url or MYSQL_URL is required)',
+      ),
     undefined,
   ).action(async (flags: MysqlFlags) => {
     const options = readOptions(flags)
     const url = urlFlag(flags, 'MYSQL_URL', 'server')
-    const { createMysqlPool, installMysqlShards } = await import('@shardflake/mysql')
+    const { createMysqlPool, installMysql } = await import('@shardflake/mysql')
     const pool = await createMysqlPool({ uri: url, connectionLimit: 1 })
     await runInstall(
       'server',
       pool,
       async () => {
-        const result = await installMysqlShards(pool, {
+        const result = await installMysql(pool, {
           ...options,
           dialect: flags.dialect ?? 'auto',
           onProgress: progressBar(io),
         })
-        const shards = [...result.created, ...result.updated].sort((a, b) => a - b)
+        const { shards } = result
         io.stdout(
-          `installed ${shards.length} shard(s) of layout ${JSON.stringify(options.layout.name)} for ${result.dialect} (databases ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}; ${result.created.length} new, ${result.updated.length} updated, counters kept)`,
+          `installed ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} with logicalShards ${result.sharding.logicalShards} for ${result.flavor} (databases ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}; ${result.created.length} new, ${result.updated.length} updated, counters kept)`,
         )
       },
       () => pool.end(),
@@ -120,7 +123,7 @@ export function registerMysqlCommands(
         const shards = result.shards.map((moved) => moved.shard)
         const resumed = result.shards.filter((moved) => moved.resumed).length
         io.stdout(
-          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.layout.name)} (databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old server refuses them (shardflake:MOVED), the new one continues above every value the old one issued.`,
+          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} (databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old server refuses them (SQLSTATE SF004), the new one continues above every value the old one issued.`,
         )
         io.stdout(
           `now point logical shard(s) ${formatShardList(shards)} at the new server in your shard map.`,
@@ -139,10 +142,10 @@ export function registerMysqlCommands(
 }
 
 function readOptions(flags: MysqlFlags) {
-  const { layout, shards } = readShardFlags(flags)
+  const { sharding, shards } = readShardFlags(flags)
   const maxDriftMs = wholeNumberFlag('--max-drift-ms', flags.maxDriftMs)
   return {
-    layout,
+    sharding,
     shards,
     schemaPrefix: flags.schemaPrefix,
     ...(maxDriftMs === undefined ? {} : { maxDriftMs }),
