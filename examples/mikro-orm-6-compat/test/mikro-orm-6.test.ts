@@ -6,51 +6,32 @@
 
 import type { MikroORM, UpsertOptions } from '@mikro-orm/core'
 import * as mikroOrmCore from '@mikro-orm/core'
+import { defineEntity, p } from '@mikro-orm/core'
 import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
 import {
+  asAsync,
   blogSchemaSql,
   CountingSource,
+  expectedShard,
   freshDatabase,
   type RawDatabase,
+  testSharding,
 } from '@shardflake/conformance'
-import {
-  hashShard,
-  type IdRequestContext,
-  type IdSource,
-  InProcessSource,
-  instagram,
-  MissingShardKeyError,
-} from '@shardflake/core'
-import { assignShardedIds, shardedIds } from '@shardflake/mikro-orm'
+import { InProcessSource, InvalidShardRuleError, MissingShardKeyError } from '@shardflake/core'
+import { assignShardedIds, shardedId, shardedIds } from '@shardflake/mikro-orm'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { openOrm } from './support/blog'
 import { Author, Comment, DefinedAuthor, DefinedPost, Post } from './support/entities'
 
 const logicalShards = 64
+const sharding = testSharding(logicalShards)
 const entities = [Author, Post, Comment]
-
-/** The in-process source behind a promise per call, as a database source is. */
-class AsyncSource implements IdSource {
-  readonly synchronous = false
-  constructor(private readonly inner: IdSource) {}
-  get layout() {
-    return this.inner.layout
-  }
-  get logicalShards() {
-    return this.inner.logicalShards
-  }
-  async nextId(shard: number, context?: IdRequestContext) {
-    return await this.inner.nextId(shard, context)
-  }
-  async nextIds(shard: number, count: number, context?: IdRequestContext) {
-    return await this.inner.nextIds(shard, count, context)
-  }
-}
+const shardOf = (id: unknown) => sharding.shardOfId(String(id))
 
 let raw: RawDatabase
-const inProcess = new InProcessSource({ layout: instagram, shards: 'all' })
-const sync = new CountingSource(inProcess, logicalShards)
-const async = new CountingSource(new AsyncSource(inProcess), logicalShards)
+const inProcess = new InProcessSource({ sharding, shards: 'all' })
+const sync = new CountingSource(inProcess)
+const async = new CountingSource(asAsync(inProcess))
 let syncOrm: MikroORM
 let asyncOrm: MikroORM
 
@@ -64,6 +45,7 @@ afterAll(async () => {
   await syncOrm?.close(true)
   await asyncOrm?.close(true)
   await raw?.close()
+  inProcess.close()
 })
 beforeEach(() => {
   sync.reset()
@@ -86,8 +68,8 @@ describe('with an in-process (sync) source', () => {
     const post = em.create(Post, { author, title: 'v6 post' })
     expect(author.id).toBeUndefined()
     await em.flush()
-    expect(instagram.shardOf(author.id)).toBe(hashShard('late6@example.com', logicalShards))
-    expect(instagram.shardOf(post.id)).toBe(instagram.shardOf(author.id))
+    expect(shardOf(author.id)).toBe(expectedShard('late6@example.com', logicalShards))
+    expect(shardOf(post.id)).toBe(shardOf(author.id))
     expect(
       await count('SELECT COUNT(*) AS n FROM posts WHERE id = $1 AND author_id = $2', [
         post.id,
@@ -100,14 +82,14 @@ describe('with an in-process (sync) source', () => {
     const orm = await PostgresOrm.init({
       clientUrl: raw.url,
       entities: [DefinedAuthor, DefinedPost],
-      subscribers: [shardedIds({ source: sync })],
+      extensions: [shardedIds({ source: sync })],
       processOnCreateHooksEarly: true,
     })
     try {
       const em = orm.em.fork()
       const author = em.create(DefinedAuthor, { email: 'early6@example.com' })
       expect(typeof author.id).toBe('bigint')
-      expect(instagram.shardOf(author.id)).toBe(hashShard('early6@example.com', logicalShards))
+      expect(shardOf(author.id)).toBe(expectedShard('early6@example.com', logicalShards))
       await em.flush()
       expect(await count('SELECT COUNT(*) AS n FROM authors WHERE id = $1', [author.id])).toBe(1)
     } finally {
@@ -121,7 +103,7 @@ describe('with an in-process (sync) source', () => {
     const again = await syncOrm.em.fork().upsert(Author, { email: 'upsert6@example.com' }, options)
     expect(typeof first.id).toBe('bigint')
     expect(String(again.id)).toBe(String(first.id))
-    expect(instagram.shardOf(first.id)).toBe(hashShard('upsert6@example.com', logicalShards))
+    expect(shardOf(first.id)).toBe(expectedShard('upsert6@example.com', logicalShards))
     const rows = await raw.query(
       "SELECT id::text AS id FROM authors WHERE email = 'upsert6@example.com'",
     )
@@ -136,6 +118,26 @@ describe('with an in-process (sync) source', () => {
       "SELECT id::text AS id FROM authors WHERE email = 'overwrite6@example.com'",
     )
     expect(rows.map((row) => row.id)).toEqual([String(again.id)])
+  })
+
+  it('checks shard rules when MikroORM 6 starts: shardBy on a sharded relation is refused, naming sameShardAs', async () => {
+    const Misplaced = defineEntity({
+      name: 'Misplaced',
+      tableName: 'posts',
+      properties: {
+        id: shardedId({ shardBy: 'author' }),
+        author: () => p.manyToOne(DefinedAuthor),
+        title: p.string(),
+      },
+    })
+    const failure = openOrm(
+      'postgres',
+      raw.url,
+      [DefinedAuthor, Misplaced],
+      [shardedIds({ source: sync })],
+    )
+    await expect(failure).rejects.toBeInstanceOf(InvalidShardRuleError)
+    await expect(failure).rejects.toThrow("{ sameShardAs: 'author' }")
   })
 
   it('refuses a new entity without its shard key before writing anything', async () => {
@@ -157,7 +159,7 @@ describe('with an async (database-like) source', () => {
     expect(async.nextIdsCalls).toBe(1)
     expect(async.idsIssued).toBe(7)
     for (const comment of comments) {
-      expect(instagram.shardOf(comment.id)).toBe(instagram.shardOf(author.id))
+      expect(shardOf(comment.id)).toBe(shardOf(author.id))
     }
     expect(
       await count(
@@ -221,7 +223,7 @@ describe('with an async (database-like) source', () => {
     )
     expect(stored).toEqual(rows.map((row) => ({ id: String(row.id), author: String(author!.id) })))
     for (const row of rows) {
-      expect(instagram.shardOf(row.id as bigint)).toBe(instagram.shardOf(author!.id as bigint))
+      expect(shardOf(row.id)).toBe(shardOf(author!.id))
     }
   })
 })

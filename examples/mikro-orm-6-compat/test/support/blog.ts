@@ -26,26 +26,34 @@ export interface BlogComment {
   post: BlogPost
   body: string
 }
+export interface BlogKeyed {
+  id: bigint
+  shardKey?: string | null | undefined
+}
 
 /** The blog's entities in one of the three forms (legacy, es, defineEntity). */
 export interface BlogEntities {
   Author: EntityName<BlogAuthor>
   Post: EntityName<BlogPost>
   Comment: EntityName<BlogComment>
+  /** (Any entity: MikroORM 6's defineEntity infers `shardKey` in a shape BlogKeyed cannot name.) */
+  Keyed: unknown
 }
 
-/** MikroORM on `url` with the entities; never creates the schema (the tests do). */
+/** MikroORM on `url` with the entities and `extensions`; never creates the schema (the tests do). */
 export function openOrm(
   dialect: Dialect,
   url: string,
   entities: readonly unknown[],
-  subscribers: readonly object[],
+  extensions: Options['extensions'],
+  more: Partial<Options> = {},
 ): Promise<MikroORM> {
   const options: Options = {
     clientUrl: url,
     entities: [...entities] as Options['entities'],
-    subscribers: subscribers as Options['subscribers'],
+    extensions,
     pool: { max: 8 },
+    ...more,
   }
   if (dialect === 'postgres') return PostgresOrm.init(options)
   return MariaDbOrm.init(options)
@@ -59,10 +67,11 @@ export async function mikroBlog(
   options: Omit<ShardedIdsOptions, 'source'> = {},
 ): Promise<BlogThroughOrm> {
   const { Author, Post, Comment } = entities
+  const Keyed = entities.Keyed as EntityName<BlogKeyed>
   const orm = await openOrm(
     dialect,
     raw.url,
-    [Author, Post, Comment],
+    [Author, Post, Comment, Keyed],
     [shardedIds({ source, ...options })],
   )
   const fork = (): EntityManager => orm.em.fork()
@@ -70,8 +79,13 @@ export async function mikroBlog(
     id === undefined ? undefined : em.getReference(Author, BigInt(id))
   const post = (
     em: EntityManager,
-    data: { authorId: bigint | string | undefined; title: string },
-  ) => em.create(Post, { author: author(em, data.authorId), title: data.title } as BlogPost)
+    data: { authorId: bigint | string | undefined; title: string; id?: bigint | string },
+  ) =>
+    em.create(Post, {
+      ...(data.id === undefined ? {} : { id: BigInt(data.id) }),
+      author: author(em, data.authorId),
+      title: data.title,
+    } as BlogPost)
 
   return {
     idType: 'bigint',
@@ -84,7 +98,6 @@ export async function mikroBlog(
     async createPost(data) {
       const em = fork()
       const created = post(em, data)
-      if (data.id !== undefined) created.id = BigInt(data.id)
       await em.flush()
       return created.id
     },
@@ -103,6 +116,20 @@ export async function mikroBlog(
       } as RequiredEntityData<BlogPost>)
       await em.flush()
       return { postId: created.id, commentIds: created.comments.getItems().map((c) => c.id) }
+    },
+    async addCommentToLoadedPost(postId, body) {
+      const em = fork()
+      const loaded = await em.findOneOrFail(Post, BigInt(postId), { populate: ['comments'] })
+      const comment = em.create(Comment, { body } as BlogComment)
+      loaded.comments.add(comment)
+      await em.flush()
+      return comment.id
+    },
+    async createKeyed(shardKey) {
+      const em = fork()
+      const created = em.create(Keyed, (shardKey === undefined ? {} : { shardKey }) as BlogKeyed)
+      await em.flush()
+      return created.id
     },
     async createPostThenFail(data) {
       await fork().transactional(async (em) => {

@@ -22,7 +22,7 @@ export class Author {
 
 @Entity({ tableName: 'posts' })
 export class Post {
-  @ShardedId({ shardBy: 'author' }) id!: bigint
+  @ShardedId({ sameShardAs: 'author' }) id!: bigint
   @ManyToOne(() => Author) author!: Author
   @Property({ type: 'string' }) title!: string
   @OneToMany(
@@ -39,7 +39,13 @@ export class Comment {
   @Property({ type: 'string' }) body!: string
 }
 
-export const legacyBlog = { Author, Post, Comment }
+@Entity({ tableName: 'keyed' })
+export class Keyed {
+  @ShardedId({ shardBy: 'shardKey' }) id!: bigint
+  @Property({ type: 'string', nullable: true }) shardKey!: string | null
+}
+
+export const legacyBlog = { Author, Post, Comment, Keyed }
 
 export const DefinedAuthor = defineEntity({
   name: 'DefinedAuthor',
@@ -51,7 +57,7 @@ export const DefinedPost = defineEntity({
   name: 'DefinedPost',
   tableName: 'posts',
   properties: {
-    id: shardedId({ shardBy: 'author' }),
+    id: shardedId({ sameShardAs: 'author' }),
     author: () => p.manyToOne(DefinedAuthor),
     title: p.string(),
     comments: () => p.oneToMany(DefinedComment).mappedBy('post'),
@@ -68,4 +74,15 @@ export const DefinedComment = defineEntity({
   },
 })
 
-export const definedBlog = { Author: DefinedAuthor, Post: DefinedPost, Comment: DefinedComment }
+export const DefinedKeyed = defineEntity({
+  name: 'DefinedKeyed',
+  tableName: 'keyed',
+  properties: { id: shardedId({ shardBy: 'shardKey' }), shardKey: p.string().nullable() },
+})
+
+export const definedBlog = {
+  Author: DefinedAuthor,
+  Post: DefinedPost,
+  Comment: DefinedComment,
+  Keyed: DefinedKeyed,
+}

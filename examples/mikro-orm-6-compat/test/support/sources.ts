@@ -1,50 +1,21 @@
 import type { RawDatabase } from '@shardflake/conformance'
-import { type IdSource, instagram } from '@shardflake/core'
-import { createMysqlPool, installMysqlShards, MysqlSource } from '@shardflake/mysql'
+import type { IdSource, Sharding } from '@shardflake/core'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import pg from 'pg'
 
-const range = (count: number) => Array.from({ length: count }, (_, shard) => shard)
-
-/** `next_id()` installed in the test database for shards 0..count-1; closing ends its pool. */
-export async function postgresSource(raw: RawDatabase, count: number): Promise<IdSource> {
+/** `next_id()` installed in the test database for every logical shard; closing ends its pool. */
+export async function postgresSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
   const pool = new pg.Pool({ connectionString: raw.url, max: 8 })
-  await installPostgres(pool, { layout: instagram, shards: `0-${count - 1}` })
-  const source = new PostgresSource({ layout: instagram, databases: pool })
-  return withClose(source, () => pool.end())
-}
-
-/** MariaDB routines in databases `${prefix}0..count-1`; closing ends its pool. */
-export async function mysqlSource(
-  raw: RawDatabase,
-  prefix: string,
-  count: number,
-): Promise<IdSource> {
-  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 8 })
-  await installMysqlShards(pool, { layout: instagram, shards: range(count), schemaPrefix: prefix })
-  const source = new MysqlSource({
-    layout: instagram,
-    pool,
-    shards: range(count),
-    schemaPrefix: prefix,
-  })
-  return withClose(source, async () => {
-    for (const shard of range(count))
-      await pool.query(`DROP DATABASE IF EXISTS \`${prefix}${shard}\``)
-    await pool.end()
-  })
-}
-
-function withClose(source: IdSource, end: () => Promise<void>): IdSource {
+  await installPostgres(pool, { sharding, shards: 'all' })
+  const source = new PostgresSource({ sharding, databases: pool })
   return {
-    layout: source.layout,
-    synchronous: false,
-    logicalShards: source.logicalShards,
+    sharding: source.sharding,
+    synchronous: source.synchronous,
     nextId: (shard, context) => source.nextId(shard, context),
     nextIds: (shard, count, context) => source.nextIds(shard, count, context),
     async close() {
-      await source.close?.()
-      await end()
+      await source.close()
+      await pool.end()
     },
   }
 }
