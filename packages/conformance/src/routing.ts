@@ -5,7 +5,7 @@
 
 /**
  * Shard keys of every kind, as text (the `keyed.shard_key` column): integers, digit strings with
- * leading zeros and signs, integers beyond 2^53 up to the 64-bit limits, strings that only look numeric (hashed),
+ * leading zeros and signs, integers beyond 2^53, at the 64-bit limits and wider, strings that only look numeric (hashed),
  * and non-ASCII strings (hashed over their UTF-8 bytes; kept within the Basic Multilingual Plane,
  * which every MySQL connection charset carries).
  */
@@ -22,6 +22,8 @@ export const ROUTING_KEYS: readonly string[] = [
   '9223372036854775807',
   '18446744073709551615',
   '-9223372036854775808',
+  '18446744073709551617',
+  '123456789012345678901234567890',
   'acme.example',
   'ada@example.com',
   ' 42',

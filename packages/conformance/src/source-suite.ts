@@ -116,10 +116,15 @@ export function describeIdSource(name: string, options: IdSourceSuiteOptions): v
       }
     })
 
-    it('answers synchronously exactly when it says so', async () => {
-      const result = source.nextId(shardA)
-      expect(result instanceof Promise).toBe(!source.synchronous)
-      await result
+    it('answers synchronously exactly when it says so, for every shard', async () => {
+      for (const shard of [shardA, shardB]) {
+        const single = source.nextId(shard)
+        expect(single instanceof Promise, `nextId(${shard})`).toBe(!source.synchronous)
+        await single
+        const batch = source.nextIds(shard, 2)
+        expect(batch instanceof Promise, `nextIds(${shard}, 2)`).toBe(!source.synchronous)
+        await batch
+      }
     })
 
     it('returns a batch of distinct, ascending IDs of the asked shard', async () => {
