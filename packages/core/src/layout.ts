@@ -331,16 +331,8 @@ export class Layout {
    * True when both layouts make the same IDs from the same parts (names aside).
    * Installers compare the layout in the database with this.
    */
-  equals(other: Layout): boolean {
-    return (
-      this.epoch === other.epoch &&
-      this.timeUnitMs === other.timeUnitMs &&
-      this.timeBits === other.timeBits &&
-      this.shardBits === other.shardBits &&
-      this.workerBits === other.workerBits &&
-      this.sequenceBits === other.sequenceBits &&
-      this.order.join() === other.order.join()
-    )
+  equals(other: Layout | LayoutDescription): boolean {
+    return sameLayout(this, other)
   }
 
   /**
@@ -442,6 +434,25 @@ export class Layout {
   private field(unsigned: bigint, field: FieldName, bits: number): bigint {
     return (unsigned >> this.shifts[field]) & ((1n << BigInt(bits)) - 1n)
   }
+}
+
+/** The fields that decide which IDs a layout makes. */
+type LayoutFields = Pick<
+  LayoutDescription,
+  'epoch' | 'timeUnitMs' | 'timeBits' | 'shardBits' | 'workerBits' | 'sequenceBits'
+> & { readonly order: readonly FieldName[] }
+
+/** True when both make the same IDs from the same parts (names aside). */
+function sameLayout(a: LayoutFields, b: LayoutFields): boolean {
+  return (
+    a.epoch === b.epoch &&
+    a.timeUnitMs === b.timeUnitMs &&
+    a.timeBits === b.timeBits &&
+    a.shardBits === b.shardBits &&
+    a.workerBits === b.workerBits &&
+    a.sequenceBits === b.sequenceBits &&
+    a.order.join() === b.order.join()
+  )
 }
 
 /** {@link Layout.toJSON}'s shape. */

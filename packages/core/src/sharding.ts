@@ -154,18 +154,7 @@ export class Sharding {
 
   /** True when both make the same IDs and place the same keys on the same shards. */
   equals(other: Sharding | ShardingDescription): boolean {
-    const layout = other.layout
-    const a = this.layout
-    return (
-      other.logicalShards === this.logicalShards &&
-      layout.epoch === a.epoch &&
-      layout.timeUnitMs === a.timeUnitMs &&
-      layout.timeBits === a.timeBits &&
-      layout.shardBits === a.shardBits &&
-      layout.workerBits === a.workerBits &&
-      layout.sequenceBits === a.sequenceBits &&
-      layout.order.join() === a.order.join()
-    )
+    return other.logicalShards === this.logicalShards && this.layout.equals(other.layout)
   }
 
   /**
