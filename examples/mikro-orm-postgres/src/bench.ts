@@ -16,7 +16,7 @@
  *                  per entity (what onFlush avoids; shown for comparison, not shipped)
  */
 import { type EntityManager, type EventArgs, MikroORM } from '@mikro-orm/postgresql'
-import { InProcessSource, instagram, stringifyIds } from '@shardflake/core'
+import { defineSharding, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
 import { ShardedIdSubscriber, shardedIds } from '@shardflake/mikro-orm'
 import { installPostgres, PostgresSource, type SqlClient } from '@shardflake/postgres'
 import pg from 'pg'
@@ -25,9 +25,13 @@ import { Author, AutoAuthor, AutoComment, AutoPost, Comment, Post, schema } from
 const json = process.argv.includes('--json')
 const quick = process.argv.includes('--quick')
 const logicalShards = 64
-const database =
+/** The application's sharding, handed to every source and to shardedIds(). */
+const sharding = defineSharding({ layout: instagram, logicalShards })
+// This run's own database names: two runs never drop each other's.
+const database = `${
   process.argv.find((arg) => arg.startsWith('--database='))?.slice('--database='.length) ??
   'sf_mikro_example'
+}_${process.pid}`
 const sizes = (
   process.argv.find((arg) => arg.startsWith('--sizes='))?.slice('--sizes='.length) ?? '1,10,1000'
 )
@@ -46,7 +50,7 @@ class PerEntityBeforeCreate extends ShardedIdSubscriber {
   async beforeCreate({ entity, meta }: EventArgs<object>): Promise<void> {
     const row = entity as Record<string, unknown>
     const key = meta.primaryKeys[0]!
-    if (row[key] == null) row[key] = await this.source.nextId(this.shardOf(entity, meta))
+    if (row[key] == null) row[key] = await this.source.nextId(this.placement.shardOf(entity, meta))
   }
 }
 
@@ -71,9 +75,9 @@ for (const name of Object.values(databases)) {
   await client.end()
 }
 const pool = new pg.Pool({ connectionString: urlOf(databases.main), max: 8 })
-await installPostgres(pool, { layout: instagram, shards: `0-${logicalShards - 1}` })
+await installPostgres(pool, { sharding, shards: 'all' })
 
-const inProcess = new InProcessSource({ layout: instagram, shards: 'all', logicalShards })
+const inProcess = new InProcessSource({ sharding, shards: 'all' })
 /** The pool as the database sources see it, counting their round trips (next_ids() calls). */
 let roundTrips = 0
 const counted: SqlClient = {
@@ -83,18 +87,17 @@ const counted: SqlClient = {
   },
 }
 const prefetched = new PostgresSource({
-  layout: instagram,
+  sharding,
   databases: counted,
-  logicalShards,
   prefetch: { size: 100, maxAgeMs: 1000 },
 })
-const direct = new PostgresSource({ layout: instagram, databases: counted, logicalShards })
+const direct = new PostgresSource({ sharding, databases: counted })
 const sharded = [Author, Post, Comment]
-const open = (entities: unknown[], subscribers: unknown[], name = databases.main) =>
+const open = (entities: unknown[], extensions: ShardedIdSubscriber[], name = databases.main) =>
   MikroORM.init({
     clientUrl: urlOf(name),
     entities: entities as typeof sharded,
-    subscribers: subscribers as ShardedIdSubscriber[],
+    extensions,
     pool: { max: 8 },
   })
 
@@ -232,6 +235,26 @@ const check = {
     .every((r) => r.ratio >= 0.9),
 }
 
+/**
+ * Co-location, decoded from the IDs as stored: every post on its author's shard, every comment
+ * on its post's, in both databases with sharded keys.
+ */
+const coLocation = { posts: 0, comments: 0, misplaced: 0 }
+for (const name of [databases.main, databases.inProcess]) {
+  const client = new pg.Client({ connectionString: urlOf(name) })
+  await client.connect()
+  const pairs = await client.query<{ kind: string; child: string; parent: string }>(
+    `SELECT 'post' AS kind, id::text AS child, author_id::text AS parent FROM posts
+     UNION ALL SELECT 'comment', id::text, post_id::text FROM comments`,
+  )
+  await client.end()
+  for (const { kind, child, parent } of pairs.rows) {
+    if (kind === 'post') coLocation.posts++
+    else coLocation.comments++
+    if (sharding.shardOfId(child) !== sharding.shardOfId(parent)) coLocation.misplaced++
+  }
+}
+
 if (json) {
   console.log(
     stringifyIds(
@@ -241,6 +264,7 @@ if (json) {
         authorsPerFlush,
         logicalShards,
         results,
+        coLocation,
         targetsMet: check,
       },
       2,
@@ -263,6 +287,13 @@ if (json) {
   )
 }
 
+console.error(
+  `co-location: ${coLocation.posts} posts and ${coLocation.comments} comments decoded, ${coLocation.misplaced} off their parent's shard`,
+)
 for (const orm of Object.values(modes)) await orm.close(true)
+await prefetched.close()
+await direct.close()
+inProcess.close()
 await pool.end()
+for (const name of Object.values(databases)) await admin.query(`DROP DATABASE IF EXISTS ${name}`)
 await admin.end()

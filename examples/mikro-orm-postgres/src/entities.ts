@@ -15,7 +15,7 @@ export const Post = defineEntity({
   name: 'Post',
   tableName: 'posts',
   properties: {
-    id: shardedId({ shardBy: 'author' }), // the author's shard
+    id: shardedId({ sameShardAs: 'author' }), // the author's shard, read from its ID
     author: () => p.manyToOne(Author),
     title: p.string(),
     comments: () => p.oneToMany(Comment).mappedBy('post'),

@@ -16,7 +16,7 @@ interface Result {
   roundTripsPerFlush: number | null
 }
 
-it('runs the unit-of-work benchmark: one round trip per flush from onFlush, fewer with prefetch', async () => {
+it('runs the unit-of-work benchmark: rows co-located, one round trip per flush from onFlush, fewer with prefetch', async () => {
   const { stdout } = await promisify(execFile)(
     process.execPath,
     [
@@ -28,7 +28,14 @@ it('runs the unit-of-work benchmark: one round trip per flush from onFlush, fewe
     ],
     { env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 },
   )
-  const { results } = JSON.parse(stdout) as { results: Result[] }
+  const { results, coLocation } = JSON.parse(stdout) as {
+    results: Result[]
+    coLocation: { posts: number; comments: number; misplaced: number }
+  }
+  // Every post on its author's shard and every comment on its post's, decoded from both IDs.
+  expect(coLocation.posts).toBeGreaterThan(0)
+  expect(coLocation.comments).toBeGreaterThan(0)
+  expect(coLocation.misplaced).toBe(0)
   const of = (mode: string, size: number) =>
     results.find((result) => result.mode === mode && result.size === size)!
   for (const size of [1, 10]) {
