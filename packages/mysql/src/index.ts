@@ -1,3 +1,4 @@
+export type { MysqlDatabases, MysqlTarget } from './databases'
 export { checkIdentifier, checkSchemaPrefix, quoteIdentifier, shardSchemaName } from './identifiers'
 export {
   type InstallMysqlOptions,
@@ -13,7 +14,7 @@ export {
   type MoveProgress,
   moveMysqlShards,
 } from './move'
-export { MysqlSource, type MysqlSourceOptions, type MysqlTarget } from './mysql-source'
+export { MysqlSource, type MysqlSourceOptions } from './mysql-source'
 export { BIG_NUMBER_OPTIONS, checkBigNumberConfig, createMysqlPool } from './pool'
 export { detectDialect } from './shard-state'
 export {

@@ -7,15 +7,14 @@ import {
   PrefetchBuffers,
   type PrefetchOptions,
   readDuration,
-  readShardList,
   type Sharding,
-  ShardMap,
+  type ShardMap,
   ShardOutOfRangeError,
-  type ShardRange,
   SOURCE_DEFAULTS,
   throwIfCancelled,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
+import { type MysqlDatabases, type MysqlTarget, toShardMap } from './databases'
 import { driverError, translateError } from './errors'
 import { checkSchemaPrefix, shardSchemaName } from './identifiers'
 import { checkBigNumberConfig, createMysqlPool } from './pool'
@@ -24,9 +23,6 @@ import { readShardCheck, type ShardCheck } from './shard-check'
 import { checkGeneratingLayout, requireSharding } from './sql/options'
 import { MAX_BATCH } from './sql/shard-parts'
 import { SIGNALS } from './sql/signals'
-
-/** A server of a {@link MysqlSource}: a mysql2 pool you own, or a URL the source opens and closes. */
-export type MysqlTarget = Pool | string
 
 /** What {@link MysqlSource} takes. */
 export interface MysqlSourceOptions {
@@ -40,7 +36,7 @@ export interface MysqlSourceOptions {
    * shards to servers, or a core `ShardMap` of pools. Pools you pass stay open on `close()`;
    * pools the source opened from URLs are ended.
    */
-  databases: MysqlTarget | readonly ShardRange<MysqlTarget>[] | ShardMap<MysqlTarget>
+  databases: MysqlDatabases
   /** With one server in `databases`: the logical shards it serves. @default 'all' */
   shards?: 'all' | readonly number[] | string | { from: number; to: number }
   /** The prefix the shards were installed with. @default 'shard_' */
@@ -357,39 +353,4 @@ export class MysqlSource implements IdSource {
       return 0
     }
   }
-}
-
-/** The source's shard map from what `databases` (and `shards`) say. */
-function toShardMap(
-  sharding: Sharding,
-  databases: MysqlSourceOptions['databases'],
-  shards: MysqlSourceOptions['shards'],
-): ShardMap<MysqlTarget> {
-  if (databases instanceof ShardMap) {
-    sharding.checkSame(databases.sharding, 'The shard map given as databases')
-    return databases
-  }
-  if (Array.isArray(databases)) {
-    return new ShardMap(sharding, databases as readonly ShardRange<MysqlTarget>[])
-  }
-  if (typeof databases === 'string' || (typeof databases === 'object' && databases !== null)) {
-    const target = databases as MysqlTarget
-    if (shards === undefined || shards === 'all') return ShardMap.single(sharding, target)
-    if (typeof shards === 'object' && !Array.isArray(shards)) {
-      const { from, to } = shards as { from: number; to: number }
-      return new ShardMap(sharding, [{ from, to, target }])
-    }
-    const expanded = readShardList(shards, sharding)
-    const ranges: ShardRange<MysqlTarget>[] = []
-    for (const shard of [...new Set(expanded)].sort((a, b) => a - b)) {
-      const last = ranges[ranges.length - 1]
-      if (last && last.to === shard - 1) last.to = shard
-      else ranges.push({ from: shard, to: shard, target })
-    }
-    if (ranges.length === 0) throw new ConfigurationError('shards must not be an empty list.')
-    return new ShardMap(sharding, ranges)
-  }
-  throw new ConfigurationError(
-    'MysqlSource needs databases: a pool or URL (with shards), ranges of logical shards to pools or URLs, or a ShardMap.',
-  )
 }
