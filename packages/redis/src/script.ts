@@ -11,10 +11,12 @@ import type { Sharding } from '@shardflake/core'
  * KEYS[1] per-shard state (a string holding the last counter), KEYS[2] the server's config stamp,
  * KEYS[3] the recorded sharding (JSON). ARGV: 1 n, 2 step, 3 offset, 4 config stamp, 5 epoch ms,
  * 6 time unit ms, 7 2^sequenceBits, 8 max drift in time units, 9 client floor counter (-1 for
- * none), 10 time override in ms ('' = the server's TIME), 11 time limit in units, 12 sharding JSON.
+ * none), 10 time override in ms ('' = the server's TIME), 11 time limit in units, 12 sharding JSON
+ * ('' until the server asks for it: a server without a stamp answers `UNSTAMPED` to a call
+ * without it, so the description is sent once per new or flushed prefix, not with every call).
  *
  * Returns `{status, first, granted, now}` (see {@link ScriptStatus}); for `CONFIG`,
- * `{status, recordedStamp}`. Lua numbers are doubles: counters stay below 2^53 because the source
+ * `{status, recordedStamp}`; for `UNSTAMPED`, `{status}`. Lua numbers are doubles: counters stay below 2^53 because the source
  * refuses layouts with more than 52 time + sequence bits.
  *
  * A missing state (first use, or Redis restarted or evicted the key) is not trusted to start at
@@ -32,6 +34,9 @@ local stamp = redis.call('GET', KEYS[2])
 if stamp ~= ARGV[4] then
   if stamp then
     return {4, stamp}
+  end
+  if ARGV[12] == '' then
+    return {5}
   end
   redis.call('SET', KEYS[2], ARGV[4])
   redis.call('SET', KEYS[3], ARGV[12], 'NX')
@@ -98,12 +103,15 @@ export const ScriptStatus = {
   EXHAUSTED: 3,
   /** The server serves this prefix with another configuration stamp. */
   CONFIG: 4,
+  /** The prefix has no stamp yet (new, or flushed): call again with the sharding description. */
+  UNSTAMPED: 5,
 } as const
 
 /** One reply of the script. */
 export type ScriptReply =
   | { status: 0 | 1 | 2 | 3; first: number; granted: number; now: number }
   | { status: 4; stamp: string }
+  | { status: 5 }
 
 /** A reply that is not `CONFIG`. */
 export type GrantReply = Extract<ScriptReply, { status: 0 | 1 | 2 | 3 }>
@@ -112,6 +120,7 @@ export type GrantReply = Extract<ScriptReply, { status: 0 | 1 | 2 | 3 }>
 export function readReply(reply: unknown): ScriptReply {
   const [status, a, granted, now] = reply as [number, number | string, number, number]
   if (status === ScriptStatus.CONFIG) return { status, stamp: String(a) }
+  if (status === ScriptStatus.UNSTAMPED) return { status }
   return { status: status as 0 | 1 | 2 | 3, first: Number(a), granted, now }
 }
 

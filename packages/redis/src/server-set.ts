@@ -1,4 +1,9 @@
-import { type ShardflakeError, SourceUnavailableError, withDeadline } from '@shardflake/core'
+import {
+  ConfigurationError,
+  type ShardflakeError,
+  SourceUnavailableError,
+  withDeadline,
+} from '@shardflake/core'
 import { translateRedisError } from './errors'
 import type { ResolvedOptions } from './options'
 import {
@@ -34,6 +39,7 @@ export class ServerSet {
   private readonly metaKey: string
   private turn = 0
   private allChecked: Promise<void> | undefined
+  private allCheckedDone = false
 
   constructor(private readonly config: ResolvedOptions) {
     this.servers = openServers(config)
@@ -49,17 +55,7 @@ export class ServerSet {
    * @throws SourceUnavailableError when every server failed; `cause` is the last failure.
    */
   async run(call: ScriptCall): Promise<[Server, GrantReply]> {
-    this.allChecked ??= this.record.checkAll(this.servers).catch((error: unknown) => {
-      this.allChecked = undefined
-      throw error
-    })
-    // Shared by every call and bounded by timeoutMs; the caller's signal still ends the wait.
-    const checked = this.allChecked
-    await withDeadline(() => checked, {
-      timeoutMs: this.config.timeoutMs * 2,
-      signal: call.signal,
-      what: 'the Redis servers',
-    })
+    if (!this.allCheckedDone) await this.checkAll(call.signal)
     const failures: string[] = []
     let last: ShardflakeError | undefined
     for (const server of this.order()) {
@@ -82,6 +78,29 @@ export class ServerSet {
       `No Redis server could issue IDs for shard ${call.shard}. ${failures.join(' ')}`,
       { cause: last },
     )
+  }
+
+  /**
+   * Compares the recorded sharding on every server before the first call (see
+   * {@link ShardingRecord.checkAll}). Shared by concurrent calls and bounded by `timeoutMs`; the
+   * caller's signal still ends the wait.
+   */
+  private async checkAll(signal: AbortSignal | undefined): Promise<void> {
+    this.allChecked ??= this.record.checkAll(this.servers).then(
+      () => {
+        this.allCheckedDone = true
+      },
+      (error: unknown) => {
+        this.allChecked = undefined
+        throw error
+      },
+    )
+    const checked = this.allChecked
+    await withDeadline(() => checked, {
+      timeoutMs: this.config.timeoutMs * 2,
+      signal,
+      what: 'the Redis servers',
+    })
   }
 
   /** Closes the clients made from URLs; clients passed in stay open. */
@@ -114,9 +133,17 @@ export class ServerSet {
     const statusAtSend = server.client.status
     const started = Date.now()
     try {
-      await this.record.check(server)
-      const reply = await this.evaluate(server, call)
+      if (!server.shardingVerified) await this.record.check(server)
+      let reply = await this.evaluate(server, call, '')
+      if (reply.status === ScriptStatus.UNSTAMPED) {
+        reply = await this.evaluate(server, call, this.record.json)
+      }
       if (reply.status === ScriptStatus.CONFIG) throw this.record.stampError(server, reply.stamp)
+      if (reply.status === ScriptStatus.UNSTAMPED) {
+        throw new ConfigurationError(
+          `Redis ${server.name} runs another version of the ID script under the same SHA1.`,
+        )
+      }
       return reply
     } catch (error) {
       throw this.translate(server, statusAtSend, started, error)
@@ -134,7 +161,12 @@ export class ServerSet {
     })
   }
 
-  private async evaluate(server: Server, call: ScriptCall): Promise<ScriptReply> {
+  /** Runs the script; `description` is the sharding JSON, or '' unless the server asked for it. */
+  private async evaluate(
+    server: Server,
+    call: ScriptCall,
+    description: string,
+  ): Promise<ScriptReply> {
     const { shard } = call
     let key = this.shardKeys[shard]
     if (key === undefined) {
@@ -152,7 +184,7 @@ export class ServerSet {
       call.floor,
       call.clock ? String(Math.floor(call.clock())) : '',
       this.config.layout.timeLimit,
-      this.record.json,
+      description,
     ] as const
     try {
       return readReply(await server.client.evalsha(...args))

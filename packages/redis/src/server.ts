@@ -22,6 +22,8 @@ export interface Server {
   socketError: unknown
   /** The sharding check on this server, while it runs and once it passed. */
   shardingChecked: Promise<void> | undefined
+  /** True once the sharding check passed. */
+  shardingVerified: boolean
 }
 
 /**
@@ -71,6 +73,7 @@ export function openServers(config: ResolvedOptions): Server[] {
       downUntil: 0,
       socketError: undefined,
       shardingChecked: undefined,
+      shardingVerified: false,
     }
     // The last connection error tells a refused connection from a lost one; listening also
     // keeps ioredis from printing every reconnect attempt.

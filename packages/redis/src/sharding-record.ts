@@ -101,7 +101,10 @@ export class ShardingRecord {
     } catch (error) {
       throw this.translate(server, statusAtSend, started, error)
     }
-    if (typeof recorded !== 'string') return
+    if (typeof recorded !== 'string') {
+      server.shardingVerified = true
+      return
+    }
     let description: ShardingDescription
     try {
       description = JSON.parse(recorded) as ShardingDescription
@@ -112,6 +115,7 @@ export class ShardingRecord {
       )
     }
     this.config.sharding.checkSame(description, this.where(server))
+    server.shardingVerified = true
   }
 
   private where(server: Server): string {
