@@ -4,7 +4,13 @@ import {
   InvalidArgumentError,
   ShardConflictError,
 } from '@shardflake/core'
-import type { DataSource, EntityManager, EntityMetadata } from 'typeorm'
+import type {
+  DataSource,
+  EntityManager,
+  EntityMetadata,
+  EntityTarget,
+  ObjectLiteral,
+} from 'typeorm'
 import { checkEntities } from './checks'
 import { type SaveRoots, saveRoots } from './placement'
 import { registerSchemas } from './sharded-id'
@@ -116,8 +122,8 @@ function trackSaves(dataSource: DataSource, manager: EntityManager): EntityManag
     const roots: SaveRoots = {
       entity: named ? second : first,
       target:
-        named && dataSource.hasMetadata(first as never)
-          ? dataSource.getMetadata(first as never)
+        named && dataSource.hasMetadata(first as EntityTarget<ObjectLiteral>)
+          ? dataSource.getMetadata(first as EntityTarget<ObjectLiteral>)
           : undefined,
       metadataOf,
     }
