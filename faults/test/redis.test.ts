@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process'
+import { promisify } from 'node:util'
 import { RedisSource } from '@shardflake/redis'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
 import { checkScenario } from '../src/check'
@@ -16,6 +18,7 @@ afterAll(async () => {
 })
 
 const TIMEOUT_MS = 500
+const run = promisify(execFile)
 
 test('RedisSource with two servers: one stopped (SIGSTOP), each killed and restarted empty, both killed', async () => {
   const scenario = new Scenario('redis')
@@ -77,7 +80,11 @@ test('RedisSource with two servers: one stopped (SIGSTOP), each killed and resta
   await stopWindow(first, 6_000) // the server the failover source uses
   await sleep(2_000)
   await crash(first)
-  await sleep(2_000)
+  await sleep(1_000)
+  // Every counter of the first server gone while it is in use (FLUSHALL).
+  await run('redis-cli', ['-p', String(first.port), 'FLUSHALL'])
+  scenario.faults.add('FLUSHALL')
+  await sleep(1_000)
   await stopWindow(second, 4_000)
   await sleep(2_000)
   await crash(second)
