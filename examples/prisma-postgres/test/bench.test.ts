@@ -5,6 +5,7 @@
  * printed by the example, never asserted.
  */
 import { execFile } from 'node:child_process'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { defineSharding, instagram } from '@shardflake/core'
@@ -139,3 +140,24 @@ it("writes every post on its user's shard and every comment on its post's, decod
   )
   expect(auto).toEqual({ posts: 1003, comments: 1003, wide: 1000 })
 }, 180_000)
+
+it("runs the quick start of the package README, which is this example's src/quick-start.ts", async () => {
+  const code = await readFile(join(root, 'src', 'quick-start.ts'), 'utf8')
+  const readme = await readFile(join(root, '..', '..', 'packages', 'prisma', 'README.md'), 'utf8')
+  expect(readme).toContain(`\`\`\`typescript\n${code}\`\`\``)
+  const url = new URL(baseUrl)
+  url.pathname = `/${prefix}_inproc`
+  const { stdout } = await run(process.execPath, [join(root, 'src', 'quick-start.ts')], {
+    cwd: root,
+    env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: url.toString() },
+    timeout: 60_000,
+  })
+  const [user, post, comment] = JSON.parse(stdout.replaceAll(' ', '')) as number[]
+  expect(user).toBe(sharding.shardForKey('ada@example.com'))
+  expect([post, comment]).toEqual([user, user])
+  const [stored] = await query<{ id: string; email: string }>(
+    'inproc',
+    "SELECT id::text, email FROM users WHERE email = 'ada@example.com'",
+  )
+  expect(sharding.shardOfId(stored!.id)).toBe(user)
+}, 120_000)
