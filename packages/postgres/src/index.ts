@@ -1,7 +1,7 @@
 export type { PrefetchOptions } from '@shardflake/core'
 export type { SqlClient } from './client'
+export type { PostgresDatabase } from './connections'
 export { type PostgresFailure, SQLSTATE, translatePostgresError } from './errors'
-export { checkIdentifier, quoteIdent } from './identifiers'
 export {
   type InstallOptions,
   type InstallProgress,
@@ -19,17 +19,21 @@ export {
   type MoveResult,
   movePostgresShards,
 } from './move'
-export { type PostgresDatabase, PostgresSource, type PostgresSourceOptions } from './source'
+export {
+  checkIdentifier,
+  defaultClause,
+  quoteIdentifier,
+  setDefaultSql,
+  shardSchemaName,
+} from './names'
+export { PostgresSource, type PostgresSourceOptions } from './source'
 export {
   commonSql,
-  defaultClause,
   fenceSql,
   type PostgresSchemaOptions,
   type PostgresSqlOptions,
   postgresSql,
   resolveSqlOptions,
   SQL_VERSION,
-  setDefaultSql,
-  shardSchemaName,
   shardSql,
 } from './sql'

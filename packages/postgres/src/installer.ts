@@ -15,15 +15,10 @@ import {
 } from '@shardflake/core'
 import { openSession, type Session, type SqlClient } from './client'
 import { translatePostgresError } from './errors'
-import { quoteIdent } from './identifiers'
-import {
-  commonSql,
-  type PostgresSqlOptions,
-  type ResolvedSqlOptions,
-  resolveSqlOptions,
-  setDefaultSql,
-  shardSql,
-} from './sql'
+import { quoteIdentifier, setDefaultSql } from './names'
+import { commonScript } from './sql/common'
+import { type PostgresSqlOptions, type ResolvedSqlOptions, resolveSqlOptions } from './sql/options'
+import { shardScript } from './sql/shard'
 
 /** Progress of {@link installPostgres}, reported after each shard. */
 export interface InstallProgress {
@@ -110,14 +105,14 @@ export async function installPostgres(
     const installed = await readShardingFrom(session.query, resolved.schema)
     if (installed) checkInstalled(resolved.sharding, installed)
     const existing = installed ? await readRecordedShards(session, resolved, shards) : new Set()
-    await transaction(session, resolved, commonSql(resolved))
+    await transaction(session, resolved, commonScript(resolved))
     let done = 0
     for (let i = 0; i < shards.length; i += perTransaction) {
       const chunk = shards.slice(i, i + perTransaction)
       await transaction(
         session,
         resolved,
-        chunk.map((shard) => shardSql(resolved, shard)).join('\n'),
+        chunk.map((shard) => shardScript(resolved, shard)).join('\n'),
       )
       for (const shard of chunk) {
         done++
@@ -149,7 +144,7 @@ async function readRecordedShards(
 ): Promise<Set<number>> {
   const rows = await session.query(
     `SELECT s.shard, s.schema_name, to_jsonb(s) ->> 'retired_at' AS retired_at, to_jsonb(s) ->> 'moved_to' AS moved_to
-     FROM ${quoteIdent('schema', o.schema)}.shards AS s WHERE s.shard = ANY($1::integer[])`,
+     FROM ${quoteIdentifier('schema', o.schema)}.shards AS s WHERE s.shard = ANY($1::integer[])`,
     [shards],
   )
   const taken = rows.filter((row) => row.schema_name !== `${o.schemaPrefix}${String(row.shard)}`)
@@ -222,7 +217,7 @@ export async function readShardingFrom(
   let rows: Record<string, unknown>[]
   try {
     rows = await query(
-      `SELECT current_database() AS db, name, epoch_ms::text AS epoch, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, (description->>'allowSignBit')::boolean AS allow_sign_bit, to_jsonb(l) -> 'logical_shards' AS logical_shards FROM ${quoteIdent('schema', schema)}.layout AS l`,
+      `SELECT current_database() AS db, name, epoch_ms::text AS epoch, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, (description->>'allowSignBit')::boolean AS allow_sign_bit, to_jsonb(l) -> 'logical_shards' AS logical_shards FROM ${quoteIdentifier('schema', schema)}.layout AS l`,
     )
   } catch (error) {
     // 3F000 invalid_schema_name, 42P01 undefined_table: nothing installed in this schema.
@@ -294,7 +289,7 @@ export async function readInstalledShards(
   client: SqlClient,
   options: { schema?: string; includeRetired?: boolean } = {},
 ): Promise<number[]> {
-  const schema = quoteIdent('schema', options.schema ?? 'shardflake')
+  const schema = quoteIdentifier('schema', options.schema ?? 'shardflake')
   // to_jsonb: also reads metadata installed before the retired_at column existed.
   const where = options.includeRetired ? '' : ` WHERE to_jsonb(s) ->> 'retired_at' IS NULL`
   const result = await client.query(`SELECT shard FROM ${schema}.shards s${where} ORDER BY shard`)

@@ -16,14 +16,12 @@ import {
   throwIfCancelled,
   withDeadline,
 } from '@shardflake/core'
-import { isPool, type PoolLike, type SqlClient } from './client'
+import type { SqlClient } from './client'
+import { type Call, Connections, type PostgresDatabase, type Rows } from './connections'
 import { translatePostgresError } from './errors'
-import { checkIdentifier, quoteIdent } from './identifiers'
 import { checkInstalled, readShardingFrom } from './installer'
-import { checkSharding, shardSchemaName } from './sql'
-
-/** A database of a {@link PostgresSource}: a client you own, or a URL the source opens a pool for. */
-export type PostgresDatabase = SqlClient | string
+import { checkIdentifier, quoteIdentifier, shardSchemaName } from './names'
+import { checkSharding } from './sql/options'
 
 /** What {@link PostgresSource} takes. */
 export interface PostgresSourceOptions {
@@ -74,14 +72,6 @@ export interface PostgresSourceOptions {
   useContextQuery?: boolean | ((shard: number) => boolean)
 }
 
-/** One call's connection, for cancelling it on the server. */
-interface Call {
-  pid?: number
-  pool?: PoolLike
-}
-
-type Rows = readonly Record<string, unknown>[]
-
 /**
  * IDs from the `next_id()`/`next_ids(n)` functions installed by {@link installPostgres}: each
  * logical shard's IDs come from the database that holds the shard, a batch in one round trip.
@@ -115,9 +105,7 @@ export class PostgresSource implements IdSource {
   private readonly schemaPrefix: string
   private readonly schema: string
   private readonly verified = new Map<SqlClient, Promise<void>>()
-  /** Pools this source opened from URLs (it ends them on close). */
-  private readonly opened = new Map<string, Promise<PoolLike>>()
-  private readonly lazy = new Map<string, SqlClient>()
+  private readonly connections = new Connections()
   private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
   private readonly statements = new Map<number, string>()
@@ -162,7 +150,7 @@ export class PostgresSource implements IdSource {
   poolFor(shard: number): SqlClient {
     this.checkShard(shard)
     const target = this.shardMap.targetFor(shard)
-    return typeof target === 'string' ? this.lazyClient(target) : target
+    return typeof target === 'string' ? this.connections.client(target) : target
   }
 
   /** The database holding the row with this ID (its shard read from the ID). */
@@ -206,9 +194,7 @@ export class PostgresSource implements IdSource {
   async close(): Promise<void> {
     this.closed = true
     this.buffers?.clear()
-    const pools = [...this.opened.values()]
-    this.opened.clear()
-    await Promise.all(pools.map((pool) => pool.then((p) => p.end?.()).catch(() => undefined)))
+    await this.connections.close()
   }
 
   private checkShard(shard: number): void {
@@ -224,7 +210,7 @@ export class PostgresSource implements IdSource {
   private statement(shard: number): string {
     let sql = this.statements.get(shard)
     if (!sql) {
-      const schema = quoteIdent('schema', shardSchemaName(shard, this.schemaPrefix))
+      const schema = quoteIdentifier('schema', shardSchemaName(shard, this.schemaPrefix))
       // One row whatever n is: cheaper to parse than n rows; ids as text, never through number.
       // ARRAY(... ORDER BY) then array_to_string: 0.36-0.47 ms server-side for 1000 IDs, where
       // string_agg(... ORDER BY) took 0.65-0.75 ms (an ordered aggregate sorts per group).
@@ -247,22 +233,20 @@ export class PostgresSource implements IdSource {
     const call: Call = {}
     const rows = await withDeadline(
       async () => {
-        const database = await this.open(target, what)
+        const database = await this.connections.open(target, what)
         await this.verify(database, call)
         return query
           ? await this.guard(() => query(sql, [count]), shard, what)
-          : await this.run(database, sql, [count], call, shard, what)
+          : await this.connections.run(database, sql, [count], call, (error, extra) =>
+              this.failure(error, shard, what, extra),
+            )
       },
       {
         timeoutMs: this.timeoutMs,
         signal,
         what,
         // Stop the statement on the server too, so a lock or a wait does not outlive the call.
-        onGiveUp: () => {
-          if (call.pool && call.pid) {
-            return call.pool.query('SELECT pg_cancel_backend($1::integer)', [call.pid])
-          }
-        },
+        onGiveUp: () => this.connections.cancel(call),
       },
     )
     const text = rows[0]?.ids
@@ -274,48 +258,6 @@ export class PostgresSource implements IdSource {
       throw new SourceUnavailableError(`${what} returned ${ids.length} IDs.`)
     }
     return ids
-  }
-
-  /** Runs a statement on a connection of its own, noting its server process for a cancel. */
-  private async run(
-    database: SqlClient,
-    sql: string,
-    params: unknown[],
-    call: Call,
-    shard: number | undefined,
-    what: string,
-  ): Promise<Rows> {
-    if (!isPool(database)) {
-      return this.guard(async () => (await database.query(sql, params)).rows as Rows, shard, what)
-    }
-    let connection: Awaited<ReturnType<PoolLike['connect']>>
-    try {
-      connection = await database.connect()
-    } catch (error) {
-      throw this.failure(error, shard, what, { connecting: true })
-    }
-    let ended = false
-    const onEnd = () => {
-      ended = true
-    }
-    connection.on?.('end', onEnd)
-    connection.on?.('error', onEnd)
-    call.pool = database
-    if (typeof connection.processID === 'number') call.pid = connection.processID
-    let broken = false
-    try {
-      return (await connection.query(sql, params)).rows as Rows
-    } catch (error) {
-      const translated = this.failure(error, shard, what, { connectionEnded: ended })
-      broken = ended || translated.code === 'CONNECTION_LOST'
-      throw translated
-    } finally {
-      call.pid = undefined
-      connection.off?.('end', onEnd)
-      connection.off?.('error', onEnd)
-      // A connection that broke is destroyed, not handed to the next caller.
-      connection.release(broken)
-    }
   }
 
   private async guard(work: () => Promise<Rows>, shard: number | undefined, what: string) {
@@ -342,55 +284,14 @@ export class PostgresSource implements IdSource {
     })
   }
 
-  /** The client for a shard map target: itself, or the pool opened for a URL. */
-  private async open(target: PostgresDatabase, what: string): Promise<SqlClient> {
-    if (typeof target !== 'string') return target
-    let pool = this.opened.get(target)
-    if (!pool) {
-      pool = import('pg').then(
-        (pg) => {
-          const created = new pg.default.Pool({ connectionString: target })
-          // An idle connection the server closed: the next call fails and is translated.
-          created.on('error', () => undefined)
-          return created as unknown as PoolLike
-        },
-        (error: unknown) => {
-          throw new ConfigurationError(
-            `${what}: a database given as a URL needs the pg package (npm install pg).`,
-            { cause: error },
-          )
-        },
-      )
-      this.opened.set(target, pool)
-    }
-    return pool
-  }
-
-  /** A client that opens the URL's pool on first use, for {@link poolFor}. */
-  private lazyClient(url: string): SqlClient {
-    let client = this.lazy.get(url)
-    if (!client) {
-      client = {
-        query: async (text, params) => (await this.open(url, 'a query')).query(text, params),
-      }
-      this.lazy.set(url, client)
-    }
-    return client
-  }
-
   /** Once per database, in one query: the sharding recorded there must be this source's. */
   private verify(database: SqlClient, call: Call): Promise<void> {
     let check = this.verified.get(database)
     if (!check) {
       check = readShardingFrom(
         async (text, params) => [
-          ...(await this.run(
-            database,
-            text,
-            params ?? [],
-            call,
-            undefined,
-            'reading the recorded sharding',
+          ...(await this.connections.run(database, text, params ?? [], call, (error, extra) =>
+            this.failure(error, undefined, 'reading the recorded sharding', extra),
           )),
         ],
         this.schema,

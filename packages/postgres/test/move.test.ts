@@ -324,8 +324,8 @@ describe.each([
       expect((error as Error).message).toMatch(
         new RegExp(`shard\\(s\\) ${shard} moved from this database to another one`),
       )
-      const script = postgresSql({ sharding, shards: [shard], cache })
-      const { code } = await failure(urlA, script)
+      const ddl = postgresSql({ sharding, shards: [shard], cache })
+      const { code } = await failure(urlA, ddl.script)
       expect(code).toBe('SF005')
       // Run the script the way psql without -1 and ON_ERROR_STOP does: each statement on its own,
       // errors ignored. The functions come back, the sequence's fence does not.
@@ -333,7 +333,7 @@ describe.each([
       await client.connect()
       const failed: string[] = []
       try {
-        for (const statement of statements(script)) {
+        for (const statement of ddl.statements) {
           await client.query(statement).catch((e: { code: string }) => failed.push(e.code))
         }
       } finally {
@@ -394,7 +394,7 @@ describe('movePostgresShards: crash half-way, locks, and refusals', () => {
     await client.connect()
     try {
       await client.query('SELECT x FROM shard_8.next_ids(300) x')
-      await client.query(`BEGIN; ${fenceSql(o, 8)} COMMIT;`)
+      await client.query(`BEGIN; ${fenceSql(o, 8).script} COMMIT;`)
     } finally {
       await client.end()
     }
@@ -614,23 +614,3 @@ describe('_advance_to (a move of the sequence on the new home)', () => {
     expect(new Set(all).size).toBe(all.length)
   })
 })
-
-/** A generated script cut into its statements (dollar quotes kept whole), as psql sends them. */
-function statements(script: string): string[] {
-  const out: string[] = []
-  let current = ''
-  let quote: string | undefined
-  for (const line of script.split('\n')) {
-    current += `${line}\n`
-    for (const match of line.matchAll(/\$[a-z_]*\$/g)) {
-      if (quote === undefined) quote = match[0]
-      else if (quote === match[0]) quote = undefined
-    }
-    if (quote === undefined && /;\s*$/.test(line) && !/^\s*--/.test(line)) {
-      out.push(current)
-      current = ''
-    }
-  }
-  if (current.trim()) out.push(current)
-  return out
-}

@@ -45,7 +45,7 @@ describe('PGlite', () => {
   })
 
   it('runs the generated script as is (exec)', async () => {
-    await db.exec(postgresSql({ sharding, shards: [10] }))
+    await db.exec(postgresSql({ sharding, shards: [10] }).script)
     const { rows } = await db.query<{ id: string }>('SELECT shard_10.next_id()::text AS id')
     expect(instagram.shardOf(rows[0]!.id)).toBe(10)
   })

@@ -32,14 +32,15 @@ async function exec(script: string): Promise<void> {
 }
 
 describe('generated SQL', () => {
-  const script = postgresSql({ sharding, shards: '5-6' })
+  const ddl = postgresSql({ sharding, shards: '5-6' })
+  const script = ddl.script
 
   it('is pinned', async () => {
     await expect(script).toMatchFileSnapshot('__snapshots__/instagram-shards-5-6.sql')
-    await expect(shardSql({ sharding, cache: 100 }, 7)).toMatchFileSnapshot(
+    await expect(shardSql({ sharding, cache: 100 }, 7).script).toMatchFileSnapshot(
       '__snapshots__/instagram-shard-7-cache-100.sql',
     )
-    await expect(fenceSql({ sharding }, 5)).toMatchFileSnapshot(
+    await expect(fenceSql({ sharding }, 5).script).toMatchFileSnapshot(
       '__snapshots__/instagram-fence-shard-5.sql',
     )
     expect(defaultClause(5)).toMatchInlineSnapshot(`"DEFAULT "shard_5".next_id()"`)
@@ -88,7 +89,7 @@ describe('generated SQL', () => {
       postgresSql({
         sharding: defineSharding({ layout: other, logicalShards: 2000 }),
         shards: [5],
-      }),
+      }).script,
     ).catch((e: unknown) => e)
     expect((error as { code?: string }).code).toBe('SF002')
     expect(String((error as Error).message)).toMatch(/refusing to install layout/)

@@ -1,8 +1,10 @@
 -- shardflake 4: fence logical shard 5, moved to another database
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
 -- The locks every draw takes, in the order draws take them: ALTER SEQUENCE blocks concurrent
 -- nextval and setval until this transaction ends, and waits for transactions that drew from it.
 ALTER SEQUENCE "shard_5".id_gen NO CYCLE;
+
 ALTER SEQUENCE "shard_5".id_seq NO CYCLE;
 
 DO $shardflake$

@@ -12,6 +12,7 @@ $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS "shard_7".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 100 NO CYCLE;
+
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
 -- for a fence being set meanwhile, and each statement here sees what committed before it).
@@ -28,6 +29,7 @@ BEGIN
   END IF;
 END
 $shardflake$;
+
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS "shard_7".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 

@@ -17,6 +17,7 @@ CREATE TABLE IF NOT EXISTS "shardflake".layout (
   -- How many logical shards keys are spread over (Sharding.logicalShards).
   logical_shards integer CHECK (logical_shards > 0)
 );
+
 ALTER TABLE "shardflake".layout ADD COLUMN IF NOT EXISTS logical_shards integer CHECK (logical_shards > 0);
 
 CREATE TABLE IF NOT EXISTS "shardflake".shards (
@@ -96,6 +97,7 @@ $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
+
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
 -- for a fence being set meanwhile, and each statement here sees what committed before it).
@@ -112,6 +114,7 @@ BEGIN
   END IF;
 END
 $shardflake$;
+
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
@@ -430,6 +433,7 @@ $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
 CREATE SEQUENCE IF NOT EXISTS "shard_6".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
+
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
 -- for a fence being set meanwhile, and each statement here sees what committed before it).
@@ -446,6 +450,7 @@ BEGIN
   END IF;
 END
 $shardflake$;
+
 -- Seqlock generation: NULL (not called) while the sequence is being moved forward.
 CREATE SEQUENCE IF NOT EXISTS "shard_6".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 

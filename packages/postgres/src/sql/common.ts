@@ -1,0 +1,132 @@
+import type { Ddl } from '@shardflake/core'
+import { quoteIdentifier, quoteLiteral } from '../names'
+import { asDdl } from './ddl'
+import {
+  numbers,
+  type PostgresSqlOptions,
+  type ResolvedSqlOptions,
+  resolved,
+  SQL_VERSION,
+} from './options'
+
+/**
+ * Adds the columns that record a logical shard moved away from this database (idempotent). Part
+ * of {@link commonSql}; run alone on a move's old home. @internal
+ */
+export function retirementColumnsScript(o: ResolvedSqlOptions): string {
+  const c = quoteIdentifier('schema', o.schema)
+  return `-- A logical shard moved to another database stays recorded here, fenced: when (retired_at), where
+-- to (moved_to), and the highest value of its sequence this database can ever have issued
+-- (fence_value). Installing it here again is refused; only a move brings it back.
+ALTER TABLE ${c}.shards
+  ADD COLUMN IF NOT EXISTS retired_at timestamptz,
+  ADD COLUMN IF NOT EXISTS moved_to text,
+  ADD COLUMN IF NOT EXISTS fence_value bigint;
+`
+}
+
+/**
+ * The SQL for what every shard shares: the common schema, the metadata (the sharding recorded,
+ * refusing a different one with SQLSTATE `SF002`), the clock and the decode helpers.
+ */
+export function commonSql(options: PostgresSqlOptions | ResolvedSqlOptions): Ddl {
+  return asDdl(commonScript(resolved(options)))
+}
+
+/** {@link commonSql} as one script. @internal */
+export function commonScript(o: ResolvedSqlOptions): string {
+  const { layout } = o
+  const n = numbers(o)
+  const c = quoteIdentifier('schema', o.schema)
+  const description = JSON.stringify(layout.toJSON())
+  const order = layout.order.join(',')
+  const logical = o.sharding.logicalShards
+  const field = (name: 'shard' | 'sequence' | 'worker', mask: bigint) =>
+    `((id >> ${n.shifts[name]}) & ${mask})::integer`
+  return `-- shardflake ${SQL_VERSION}: objects shared by all shards of layout ${JSON.stringify(layout.name)}
+CREATE SCHEMA IF NOT EXISTS ${c};
+
+CREATE TABLE IF NOT EXISTS ${c}.layout (
+  singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+  name text NOT NULL,
+  epoch_ms bigint NOT NULL,
+  time_unit_ms integer NOT NULL,
+  time_bits integer NOT NULL,
+  shard_bits integer NOT NULL,
+  worker_bits integer NOT NULL,
+  sequence_bits integer NOT NULL,
+  field_order text NOT NULL,
+  description jsonb NOT NULL,
+  version text NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now(),
+  -- How many logical shards keys are spread over (Sharding.logicalShards).
+  logical_shards integer CHECK (logical_shards > 0)
+);
+ALTER TABLE ${c}.layout ADD COLUMN IF NOT EXISTS logical_shards integer CHECK (logical_shards > 0);
+
+CREATE TABLE IF NOT EXISTS ${c}.shards (
+  shard integer PRIMARY KEY,
+  schema_name text NOT NULL UNIQUE,
+  worker integer NOT NULL,
+  sequence_cache integer NOT NULL,
+  version text NOT NULL,
+  installed_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+${retirementColumnsScript(o)}
+-- Refuse a different sharding (layout or logical shards) over the recorded one: IDs would lose
+-- their order and could repeat, and keys would land on other shards.
+DO $shardflake$
+DECLARE
+  r record;
+BEGIN
+  LOCK TABLE ${c}.layout IN EXCLUSIVE MODE;
+  SELECT * INTO r FROM ${c}.layout;
+  IF NOT FOUND THEN
+    INSERT INTO ${c}.layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
+    VALUES (${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}', ${quoteLiteral(description)}::jsonb, '${SQL_VERSION}', ${logical});
+  ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, ${logical}))
+        IS DISTINCT FROM (${layout.epoch}::bigint, ${layout.timeUnitMs}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, '${order}'::text, ${logical}) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF002',
+      MESSAGE = format('shardflake: schema %s already holds layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) with logicalShards %s; refusing to install layout %s (epoch %s, %s/%s/%s/%s bits, %s ms unit) with logicalShards ${logical} over it: IDs would lose their order and could repeat, and keys would land on other shards',
+        ${quoteLiteral(o.schema)}, r.name, r.epoch_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.time_unit_ms, r.logical_shards,
+        ${quoteLiteral(layout.name)}, ${layout.epoch}, ${layout.timeBits}, ${layout.shardBits}, ${layout.workerBits}, ${layout.sequenceBits}, ${layout.timeUnitMs});
+  ELSIF r.logical_shards IS NULL THEN
+    UPDATE ${c}.layout SET logical_shards = ${logical};
+  END IF;
+END
+$shardflake$;
+
+-- The clock next_id() reads, in ms since 1970. Tests replace it to step the clock back.
+CREATE OR REPLACE FUNCTION ${c}.now_ms() RETURNS bigint
+LANGUAGE sql VOLATILE AS $$
+  SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint
+$$;
+
+-- Decode helpers: the time, shard and sequence an ID carries (signed or not).
+CREATE OR REPLACE FUNCTION ${c}.shardflake_timestamp(id bigint) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT to_timestamp(((((id >> ${n.shifts.time}) & ${n.timeMask}) * ${n.unit} + ${n.epoch})::double precision) / 1000)
+$$;
+
+CREATE OR REPLACE FUNCTION ${c}.shardflake_shard(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${field('shard', n.shardMask)}
+$$;
+
+CREATE OR REPLACE FUNCTION ${c}.shardflake_sequence(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${field('sequence', n.seqMask)}
+$$;
+${
+  layout.workerBits > 0
+    ? `
+CREATE OR REPLACE FUNCTION ${c}.shardflake_worker(id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT ${field('worker', n.workerMask)}
+$$;
+`
+    : ''
+}`
+}

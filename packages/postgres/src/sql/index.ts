@@ -1,0 +1,11 @@
+export { commonSql } from './common'
+export { fenceSql } from './fence'
+export {
+  type PostgresSchemaOptions,
+  type PostgresSqlOptions,
+  type ResolvedSqlOptions,
+  resolveSqlOptions,
+  SQL_VERSION,
+} from './options'
+export { postgresSql } from './script'
+export { shardSql } from './shard'

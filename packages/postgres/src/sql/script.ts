@@ -1,0 +1,32 @@
+import { type Ddl, readShardList, type ShardList, toDdl } from '@shardflake/core'
+import { commonSql } from './common'
+import { type PostgresSqlOptions, resolveSqlOptions } from './options'
+import { shardSql } from './shard'
+
+/**
+ * The whole script for a layout and a set of logical shards: the common objects, then each shard.
+ * Pure: nothing is executed. Run it in one transaction (a migration file, `psql -1 -f`).
+ *
+ * @example
+ * ```ts
+ * import { writeFileSync } from 'node:fs'
+ * import { defineSharding, instagram } from '@shardflake/core'
+ * import { postgresSql } from '@shardflake/postgres'
+ *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
+ * writeFileSync('migrations/001_ids.sql', postgresSql({ sharding, shards: '0-99' }).script)
+ * ```
+ */
+export function postgresSql(
+  options: PostgresSqlOptions & {
+    shards: ShardList
+  },
+): Ddl {
+  const o = resolveSqlOptions(options)
+  o.layout.checkGenerating()
+  const shards = readShardList(options.shards, o.sharding)
+  return toDdl([
+    ...commonSql(o).statements,
+    ...shards.flatMap((shard) => shardSql(o, shard).statements),
+  ])
+}
