@@ -94,18 +94,17 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
  *
  * @example
  * ```ts
+ * import { PrismaPg } from '@prisma/adapter-pg'
  * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
  * import { shardedIds } from '@shardflake/prisma'
- * import { PrismaPg } from '@prisma/adapter-pg'
- * import { PrismaClient } from './generated/prisma/client'
- * import { models } from './generated/shardflake'
  *
+ * // PrismaClient (./generated/prisma/client) and models (./generated/shardflake): what
+ * // `prisma generate` wrote. The generated module also has a `shardedIds` with `models` bound.
  * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
  * const source = new InProcessSource({ sharding, shards: 'all' })
- * const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString }) })
- *   .$extends(shardedIds({ source, models }))
- * // the same, with the models bound by the generator:
- * // import { shardedIds } from './generated/shardflake'; .$extends(shardedIds({ source }))
+ * const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString }) }).$extends(
+ *   shardedIds({ source, models }),
+ * )
  * const user = await prisma.user.create({ data: { email: 'ada@example.com' } })
  * sharding.shardOfId(user.id) // sharding.shardForKey('ada@example.com')
  * ```
