@@ -9,7 +9,7 @@ import { primaryKeyOptions, type ShardedIdOptions } from './sharded-id'
 
 /**
  * Declares the 64-bit sharded primary key: a BIGINT column that is not autoincrement, filled by
- * the {@link shardedIds} subscriber before the INSERT.
+ * the `shardedIds()` extension before the INSERT.
  *
  * @example
  * ```ts

@@ -9,8 +9,9 @@ import { primaryKeyOptions, type ShardedIdOptions } from './sharded-id'
 
 /**
  * Declares the 64-bit sharded primary key: a BIGINT column that is not autoincrement, filled by
- * the {@link shardedIds} subscriber before the INSERT. Give the property an explicit type in the
- * entity (`bigint`, or `string` with `mode: 'string'`); no reflect-metadata is needed.
+ * the `shardedIds()` extension before the INSERT. Give the property an explicit type in the
+ * entity (`bigint`, or `string` with `idType: 'string'`). `@mikro-orm/decorators/legacy`, which this
+ * builds on, loads `reflect-metadata`: install it (nothing reads it for these keys).
  *
  * @example
  * ```ts
@@ -19,7 +20,7 @@ import { primaryKeyOptions, type ShardedIdOptions } from './sharded-id'
  *
  * @Entity()
  * class Post {
- *   @ShardedId({ shardBy: 'author' }) id!: bigint   // co-located with its author
+ *   @ShardedId({ sameShardAs: 'author' }) id!: bigint   // on its author's shard
  *   @ManyToOne(() => User) author!: User
  *   @Property({ type: 'string' }) title!: string
  * }

@@ -15,7 +15,7 @@ type LegacyPrimaryKey = (options: object) => (target: object, propertyName: stri
 /**
  * Declares the 64-bit sharded primary key on a MikroORM 6 entity class (TypeScript
  * `experimentalDecorators`): a BIGINT column that is not autoincrement, filled by the
- * {@link shardedIds} subscriber before the INSERT. MikroORM 6 runs `onCreate` at flush, not at
+ * `shardedIds()` extension before the INSERT. MikroORM 6 runs `onCreate` at flush, not at
  * `em.create()`, so the ID is known after `flush()` whatever the source.
  *
  * @throws ConfigurationError on MikroORM 7, whose `@mikro-orm/core` has no decorators.
@@ -26,7 +26,7 @@ type LegacyPrimaryKey = (options: object) => (target: object, propertyName: stri
  *
  * @Entity()
  * class Post {
- *   @ShardedId({ shardBy: 'author' }) id!: bigint   // co-located with its author
+ *   @ShardedId({ sameShardAs: 'author' }) id!: bigint   // on its author's shard
  *   @ManyToOne(() => User) author!: User
  *   @Property({ type: 'string' }) title!: string
  * }
