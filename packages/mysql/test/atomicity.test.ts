@@ -101,14 +101,14 @@ describe.each([
 
 describe('a read-then-update procedure (the usual recipe) next to ours', () => {
   it('only ours stays unique when both run concurrently', async () => {
-    const seed = `\`${PREFIX}seed\``
-    await pool.query(`CREATE DATABASE ${seed}`)
+    const blog = `\`${PREFIX}blog\``
+    await pool.query(`CREATE DATABASE ${blog}`)
     await pool.query(
-      `CREATE TABLE ${seed}.sequences (name VARCHAR(32) PRIMARY KEY, next_val BIGINT NOT NULL DEFAULT 1) COLLATE utf8mb4_unicode_ci`,
+      `CREATE TABLE ${blog}.sequences (name VARCHAR(32) PRIMARY KEY, next_val BIGINT NOT NULL DEFAULT 1) COLLATE utf8mb4_unicode_ci`,
     )
-    await pool.query(`INSERT INTO ${seed}.sequences (name) VALUES ('post_seq')`)
+    await pool.query(`INSERT INTO ${blog}.sequences (name) VALUES ('post_seq')`)
     // The usual blog recipe, verbatim apart from the database name: reads next_val, then updates it.
-    await pool.query(`CREATE PROCEDURE ${seed}.generate_post_id(IN user_id BIGINT, OUT post_id BIGINT)
+    await pool.query(`CREATE PROCEDURE ${blog}.generate_post_id(IN user_id BIGINT, OUT post_id BIGINT)
 BEGIN
     SET @service_start_time = UNIX_TIMESTAMP('2023-01-01 00:00:00.000');
     SET @shard_count = 1024;
@@ -117,19 +117,19 @@ BEGIN
             FLOOR((UNIX_TIMESTAMP(NOW(3)) - @service_start_time) * 1000) << 20 |
             (user_id % @shard_count) << 10
         );
-    SET post_id = post_id | (SELECT next_val % 1024 FROM ${seed}.sequences WHERE name = @sequence_name);
-    UPDATE ${seed}.sequences SET next_val = next_val + 1 WHERE name = @sequence_name;
+    SET post_id = post_id | (SELECT next_val % 1024 FROM ${blog}.sequences WHERE name = @sequence_name);
+    UPDATE ${blog}.sequences SET next_val = next_val + 1 WHERE name = @sequence_name;
 END`)
-    await pool.query(`CREATE TABLE ${LOG}.seed_ids (id BIGINT NOT NULL, who CHAR(4) NOT NULL)`)
+    await pool.query(`CREATE TABLE ${LOG}.blog_ids (id BIGINT NOT NULL, who CHAR(4) NOT NULL)`)
     const ours = `\`${MARIA}8\``
     const workers = Array.from({ length: 16 }, async () => {
       const connection = await pool.getConnection()
       try {
         for (let i = 0; i < 150; i++) {
-          await connection.query(`CALL ${seed}.generate_post_id(42, @seed_id)`)
+          await connection.query(`CALL ${blog}.generate_post_id(42, @blog_id)`)
           await connection.query(`CALL ${ours}.generate_id(${8192 * 5 + 8}, @our_id)`)
           await connection.query(
-            `INSERT INTO ${LOG}.seed_ids (id, who) VALUES (@seed_id, 'seed'), (@our_id, 'ours')`,
+            `INSERT INTO ${LOG}.blog_ids (id, who) VALUES (@blog_id, 'blog'), (@our_id, 'ours')`,
           )
         }
       } finally {
@@ -139,12 +139,12 @@ END`)
     await Promise.all(workers)
     const counts = await rows<{ who: string; n: string; d: string }>(
       pool,
-      `SELECT who, COUNT(*) AS n, COUNT(DISTINCT id) AS d FROM ${LOG}.seed_ids GROUP BY who ORDER BY who`,
+      `SELECT who, COUNT(*) AS n, COUNT(DISTINCT id) AS d FROM ${LOG}.blog_ids GROUP BY who ORDER BY who`,
     )
     const byWho = Object.fromEntries(counts.map((c) => [c.who, { n: Number(c.n), d: Number(c.d) }]))
     expect(byWho.ours).toEqual({ n: 2400, d: 2400 })
-    expect(byWho.seed!.n).toBe(2400)
-    expect(byWho.seed!.d).toBeLessThan(2400)
+    expect(byWho.blog!.n).toBe(2400)
+    expect(byWho.blog!.d).toBeLessThan(2400)
   })
 })
 

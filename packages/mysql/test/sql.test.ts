@@ -149,7 +149,7 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
   const db = (shard: number) => `\`${prefix}${shard}\``
 
   beforeAll(async () => {
-    await install(dialect, prefix, [3, 4100])
+    await install(dialect, prefix, [0, 3, 4100])
   })
 
   it('next_id() makes IDs of the shard', async () => {
@@ -219,8 +219,16 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
       expect(await sqlStateOf(connection.query(`CALL ${db(0 + 3)}.generate_id(NULL, @o)`))).toBe(
         SIGNALS.WRONG_SHARD,
       )
-      // 'abc' would be 0 under the caller's lax mode; the routine's own strict mode refuses it.
-      await expect(connection.query(`CALL ${db(3)}.generate_id('abc', @o)`)).rejects.toThrow()
+      // '' and 'abc' would be the key 0 through a BIGINT parameter under a lax mode: refused.
+      for (const key of ["''", "'abc'", "' 0'", "'1e3'", 'NULL']) {
+        expect(await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id(${key}, @o)`))).toBe(
+          SIGNALS.WRONG_SHARD,
+        )
+      }
+      await connection.query(`CALL ${db(0)}.generate_id(0, @zero)`) // 0 itself is a key of shard 0
+      await connection.query(`CALL ${db(3)}.generate_id('${8192 * 9 + 3}', @o)`)
+      const [lax] = await connection.query('SELECT CAST(@o AS CHAR) AS id')
+      expect(layout.shardOf((lax as { id: string }[])[0]!.id)).toBe(3)
       expect(await sqlStateOf(connection.query(`SELECT ${db(3)}.reserve_ids(NULL)`))).toBe(
         SIGNALS.COUNT,
       )

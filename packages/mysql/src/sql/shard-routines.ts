@@ -120,19 +120,22 @@ END`,
 }
 
 /**
- * `generate_id(shard_key, OUT id)`: an ID for a row keyed by `shard_key`, through the atomic
- * counter; refuses a NULL key or a key of another shard.
+ * `generate_id(shard_key, OUT id)`: an ID for a row keyed by the integer `shard_key`, through the
+ * atomic counter; refuses a NULL or non-integer key and a key of another shard.
  */
 function generateIdRoutine(o: ResolvedSqlOptions, shard: number): string[] {
   const { db, routine } = shardParts(o, shard)
   const n = o.sharding.logicalShards
   return routine(
     'PROCEDURE',
-    '`generate_id`(IN shard_key BIGINT, OUT id BIGINT)',
+    '`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)',
     `  NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: an ID for a row whose shard key is shard_key'
 BEGIN
-  IF shard_key IS NULL OR MOD(shard_key, ${n}) <> ${shard} THEN
+  -- The key arrives as text, so that NULL, '' or 'abc' cannot become 0 on the way in (a BIGINT
+  -- parameter reads them as 0 under a lax sql_mode, and 0 is a key of shard 0).
+  IF shard_key IS NULL OR shard_key NOT REGEXP '^-?[0-9]{1,19}$'
+     OR MOD(CAST(shard_key AS DECIMAL(20, 0)), ${n}) <> ${shard} THEN
     ${signal(SIGNALS.WRONG_SHARD, `the shard key is missing, or its shard (key mod ${n}) is not ${shard}`)};
   END IF;
   SET id = ${db}.\`next_id\`();

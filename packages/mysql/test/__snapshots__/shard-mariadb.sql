@@ -101,11 +101,14 @@ BEGIN
     FROM seq_0_to_999999 AS g WHERE g.seq < n ORDER BY g.seq;
 END$$
 
-CREATE OR REPLACE PROCEDURE `shard_5`.`generate_id`(IN shard_key BIGINT, OUT id BIGINT)
+CREATE OR REPLACE PROCEDURE `shard_5`.`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)
   NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: an ID for a row whose shard key is shard_key'
 BEGIN
-  IF shard_key IS NULL OR MOD(shard_key, 2000) <> 5 THEN
+  -- The key arrives as text, so that NULL, '' or 'abc' cannot become 0 on the way in (a BIGINT
+  -- parameter reads them as 0 under a lax sql_mode, and 0 is a key of shard 0).
+  IF shard_key IS NULL OR shard_key NOT REGEXP '^-?[0-9]{1,19}$'
+     OR MOD(CAST(shard_key AS DECIMAL(20, 0)), 2000) <> 5 THEN
     SIGNAL SQLSTATE 'SF006' SET MESSAGE_TEXT = 'shardflake: the shard key is missing, or its shard (key mod 2000) is not 5';
   END IF;
   SET id = `shard_5`.`next_id`();
