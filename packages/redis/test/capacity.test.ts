@@ -1,28 +1,21 @@
 import { instagram } from '@shardflake/core'
-import { afterAll, describe, expect, it } from 'vitest'
-import { RedisSource } from '../src'
-import { fakeClock, isAscending, perTick, sharding } from './helpers'
-import { deletePrefix, runTag, sharedRedisUrl } from './redis-servers'
+import { describe, expect, it } from 'vitest'
+import { fakeClock, isAscending, perTick, sharding, testFixture } from './helpers'
+import { runTag, sharedRedisUrl } from './redis-servers'
 
 const prefix = `sf:redis:capacity:${runTag}:`
-const sources: RedisSource[] = []
-afterAll(async () => {
-  await Promise.all(sources.map((source) => source.close()))
-  await deletePrefix(sharedRedisUrl, prefix)
-})
+const fixture = testFixture(() => ({ sharding, servers: sharedRedisUrl, keyPrefix: prefix }))
+fixture.deleteAfter(() => sharedRedisUrl, prefix)
 
 describe('RedisSource past the per-ms capacity of a shard', () => {
   it('borrows the next milliseconds in one call instead of wrapping the sequence', async () => {
     const clock = fakeClock(Date.now())
-    const source = new RedisSource({
-      sharding,
-      servers: sharedRedisUrl,
+    const source = fixture.source({
       keyPrefix: prefix,
       maxDriftMs: 10,
       clock: clock.read,
       sleep: clock.sleep,
     })
-    sources.push(source)
     // A fresh shard starts maxDriftMs + 1 ms ahead of the clock (the restart floor): let the
     // clock catch up so the whole drift allowance is free.
     await source.nextId(1)
@@ -42,15 +35,12 @@ describe('RedisSource past the per-ms capacity of a shard', () => {
 
   it('serves a batch beyond maxDriftMs of capacity by waiting for the clock, never running ahead', async () => {
     const clock = fakeClock(Date.now() + 60_000)
-    const source = new RedisSource({
-      sharding,
-      servers: sharedRedisUrl,
+    const source = fixture.source({
       keyPrefix: prefix,
       maxDriftMs: 10,
       clock: clock.read,
       sleep: clock.sleep,
     })
-    sources.push(source)
     const ids = await source.nextIds(2, 60_000)
     expect(new Set(ids).size).toBe(60_000)
     expect(isAscending(ids)).toBe(true)
@@ -61,12 +51,9 @@ describe('RedisSource past the per-ms capacity of a shard', () => {
   })
 
   it('gives 200,000 distinct IDs to 16 concurrent callers on one shard at real time', async () => {
-    const source = new RedisSource({
-      sharding,
-      servers: sharedRedisUrl,
+    const source = fixture.source({
       keyPrefix: `${prefix}default-drift:`,
     })
-    sources.push(source)
     const begin = Date.now()
     const callers = Array.from({ length: 16 }, async (_, caller) => {
       const ids: bigint[] = []

@@ -1,30 +1,19 @@
 import { ClockMovedBackwardsError, instagram } from '@shardflake/core'
 import { Redis } from 'ioredis'
-import { afterAll, describe, expect, it } from 'vitest'
-import { RedisSource } from '../src'
-import { fakeClock, isAscending, sharding } from './helpers'
-import { deletePrefix, runTag, sharedRedisUrl } from './redis-servers'
+import { describe, expect, it } from 'vitest'
+import { fakeClock, isAscending, sharding, testFixture } from './helpers'
+import { runTag, sharedRedisUrl } from './redis-servers'
 
 const prefix = `sf:redis:clock:${runTag}:`
-const sources: RedisSource[] = []
-const open = (clock: ReturnType<typeof fakeClock>, extra: { maxWaitMs?: number } = {}) => {
-  const source = new RedisSource({
-    sharding,
-    servers: sharedRedisUrl,
-    keyPrefix: prefix,
-    maxDriftMs: 10,
-    clock: clock.read,
-    sleep: clock.sleep,
-    ...extra,
-  })
-  sources.push(source)
-  return source
-}
-
-afterAll(async () => {
-  await Promise.all(sources.map((source) => source.close()))
-  await deletePrefix(sharedRedisUrl, prefix)
-})
+const fixture = testFixture(() => ({
+  sharding,
+  servers: sharedRedisUrl,
+  keyPrefix: prefix,
+  maxDriftMs: 10,
+}))
+fixture.deleteAfter(() => sharedRedisUrl, prefix)
+const open = (clock: ReturnType<typeof fakeClock>, extra: { maxWaitMs?: number } = {}) =>
+  fixture.source({ clock: clock.read, sleep: clock.sleep, ...extra })
 
 describe('RedisSource when the server clock steps back', () => {
   it('keeps issuing new, ascending IDs after a step back within maxDriftMs, also for a new process', async () => {

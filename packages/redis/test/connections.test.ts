@@ -2,54 +2,23 @@ import {
   ConfigurationError,
   ConnectionLostError,
   ConnectionRefusedError,
-  type ShardflakeError,
   SourceUnavailableError,
 } from '@shardflake/core'
-import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { RedisSource, type RedisSourceOptions } from '../src'
-import { sharding } from './helpers'
-import { runTag, startRedis, type ThrowawayServer } from './redis-servers'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { failure, sharding, testFixture } from './helpers'
+import { runTag, type ThrowawayServer } from './redis-servers'
 
 // How each kind of failure a server gives reaches the caller: read from the failure's structure
 // (socket state, the reply's error code), with the driver's error as cause.
 const prefix = `sf:redis:connections:${runTag}:`
 let healthy: ThrowawayServer
-const servers: ThrowawayServer[] = []
-const sources: RedisSource[] = []
-const clients: Redis[] = []
-const open = (options: Partial<RedisSourceOptions>) => {
-  const source = new RedisSource({ sharding, servers: healthy.url, keyPrefix: prefix, ...options })
-  sources.push(source)
-  return source
-}
-const client = (url: string) => {
-  const redis = new Redis(url, { maxRetriesPerRequest: 0 })
-  redis.on('error', () => {})
-  clients.push(redis)
-  return redis
-}
-const start = async () => {
-  const server = await startRedis()
-  servers.push(server)
-  return server
-}
-const failure = (promise: Promise<unknown>) =>
-  promise.then(
-    () => {
-      throw new Error('expected a failure')
-    },
-    (error: unknown) => error as ShardflakeError,
-  )
+const fixture = testFixture(() => ({ sharding, servers: healthy.url, keyPrefix: prefix }))
+const open = fixture.source
+const client = fixture.client
+const start = fixture.server
 
 beforeAll(async () => {
   healthy = await start()
-})
-
-afterAll(async () => {
-  await Promise.all(sources.map((source) => source.close()))
-  for (const redis of clients) redis.disconnect()
-  await Promise.all(servers.map((server) => server.stop()))
 })
 
 describe('RedisSource failures, translated on structure', () => {

@@ -1,46 +1,33 @@
 import { SourceUnavailableError } from '@shardflake/core'
-import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { RedisSource } from '../src'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { ID_SCRIPT_SHA } from '../src/script'
-import { fakeClock, sharding } from './helpers'
-import { runTag, startRedis, type ThrowawayServer } from './redis-servers'
+import { fakeClock, sharding, testFixture } from './helpers'
+import { runTag, type ThrowawayServer } from './redis-servers'
 
 // Two throwaway servers: `victim` is shut down and started again, `stable` keeps running.
 const prefix = `sf:redis:failover:${runTag}:`
 let victim: ThrowawayServer
 let stable: ThrowawayServer
-const sources: RedisSource[] = []
-const open = (options: Partial<ConstructorParameters<typeof RedisSource>[0]> = {}) => {
-  const source = new RedisSource({
-    sharding,
-    servers: [victim.url, stable.url],
-    keyPrefix: prefix,
-    ...options,
-  })
-  sources.push(source)
-  return source
-}
+const fixture = testFixture(() => ({
+  sharding,
+  servers: [victim.url, stable.url],
+  keyPrefix: prefix,
+}))
+const open = fixture.source
 
 beforeAll(async () => {
-  ;[victim, stable] = await Promise.all([startRedis(), startRedis()])
-})
-
-afterAll(async () => {
-  await Promise.all(sources.map((source) => source.close()))
-  await Promise.all([victim.stop(), stable.stop()])
+  ;[victim, stable] = await Promise.all([fixture.server(), fixture.server()])
 })
 
 describe('RedisSource failover and restarts', () => {
   it('reloads its script after SCRIPT FLUSH (NOSCRIPT)', async () => {
     const source = open({ servers: victim.url, keyPrefix: `${prefix}script:` })
-    const admin = new Redis(victim.url)
+    const admin = fixture.client(victim.url)
     const before = await source.nextIds(1, 10)
     await admin.script('FLUSH')
     expect(await admin.script('EXISTS', ID_SCRIPT_SHA)).toEqual([0])
     const after = await source.nextIds(1, 10)
     expect(await admin.script('EXISTS', ID_SCRIPT_SHA)).toEqual([1])
-    admin.disconnect()
     expect(new Set([...before, ...after]).size).toBe(20)
   })
 

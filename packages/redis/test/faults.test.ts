@@ -8,56 +8,26 @@ import {
   defineSharding,
   InvalidArgumentError,
   instagram,
-  type ShardflakeError,
   ShardingMismatchError,
   ShardOverloadedError,
   SourceUnavailableError,
   TimedOutError,
   TimeExhaustedError,
 } from '@shardflake/core'
-import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { RedisSource, type RedisSourceOptions } from '../src'
-import { fakeClock, sharding } from './helpers'
-import { runTag, startRedis, type ThrowawayServer } from './redis-servers'
+import { failure, fakeClock, sharding, testFixture } from './helpers'
+import { runTag, type ThrowawayServer } from './redis-servers'
 
 const prefix = `sf:redis:faults:${runTag}:`
 let a: ThrowawayServer
 let b: ThrowawayServer
-const sources: RedisSource[] = []
-const admins: Redis[] = []
-const open = (options: Partial<RedisSourceOptions> = {}) => {
-  const source = new RedisSource({
-    sharding,
-    servers: [a.url, b.url],
-    keyPrefix: prefix,
-    ...options,
-  })
-  sources.push(source)
-  return source
-}
-const admin = (url: string) => {
-  const client = new Redis(url, { maxRetriesPerRequest: 0 })
-  client.on('error', () => {})
-  admins.push(client)
-  return client
-}
-const failure = (promise: Promise<unknown>) =>
-  promise.then(
-    () => {
-      throw new Error('expected a failure')
-    },
-    (error: unknown) => error as ShardflakeError,
-  )
+const fixture = testFixture(() => ({ sharding, servers: [a.url, b.url], keyPrefix: prefix }))
+const open = fixture.source
+const admin = fixture.client
 
 beforeAll(async () => {
-  ;[a, b] = await Promise.all([startRedis(), startRedis()])
-})
-
-afterAll(async () => {
-  await Promise.all(sources.map((source) => source.close()))
-  for (const client of admins) client.disconnect()
-  await Promise.all([a.stop(), b.stop()])
+  ;[a, b] = await Promise.all([fixture.server(), fixture.server()])
 })
 
 describe('RedisSource refuses bad input before anything happens', () => {
@@ -122,29 +92,25 @@ describe('RedisSource records the sharding on every server', () => {
   })
 
   it('re-records it after FLUSHALL, and issues no ID twice across the flush', async () => {
-    const server = await startRedis()
-    try {
-      const keyPrefix = `${prefix}flush:`
-      const source = open({ servers: server.url, keyPrefix, maxDriftMs: 50 })
-      const before = await source.nextIds(9, 20_000)
-      const client = admin(server.url)
-      await client.flushall()
-      const after = await source.nextIds(9, 20_000)
-      expect(new Set([...before, ...after]).size).toBe(40_000)
-      expect(after[0]! > before.at(-1)!).toBe(true)
-      expect(sharding.equals(JSON.parse((await client.get(`${keyPrefix}sharding`))!))).toBe(true)
-      // A process with another sharding that never saw the key is refused by the stamp.
-      await client.del(`${keyPrefix}sharding`)
-      const other = open({
-        servers: server.url,
-        keyPrefix,
-        maxDriftMs: 50,
-        sharding: defineSharding({ layout: instagram, logicalShards: 100 }),
-      })
-      await expect(other.nextId(9)).rejects.toBeInstanceOf(ShardingMismatchError)
-    } finally {
-      await server.stop()
-    }
+    const server = await fixture.server()
+    const keyPrefix = `${prefix}flush:`
+    const source = open({ servers: server.url, keyPrefix, maxDriftMs: 50 })
+    const before = await source.nextIds(9, 20_000)
+    const client = admin(server.url)
+    await client.flushall()
+    const after = await source.nextIds(9, 20_000)
+    expect(new Set([...before, ...after]).size).toBe(40_000)
+    expect(after[0]! > before.at(-1)!).toBe(true)
+    expect(sharding.equals(JSON.parse((await client.get(`${keyPrefix}sharding`))!))).toBe(true)
+    // A process with another sharding that never saw the key is refused by the stamp.
+    await client.del(`${keyPrefix}sharding`)
+    const other = open({
+      servers: server.url,
+      keyPrefix,
+      maxDriftMs: 50,
+      sharding: defineSharding({ layout: instagram, logicalShards: 100 }),
+    })
+    await expect(other.nextId(9)).rejects.toBeInstanceOf(ShardingMismatchError)
   })
 })
 
@@ -247,38 +213,32 @@ describe('RedisSource with a server that is stopped or killed', () => {
   })
 
   it('reports a killed server as refused or lost, and fails over to the other', async () => {
-    const server = await startRedis()
-    try {
-      const keyPrefix = `${prefix}killed:`
-      const pair = open({ keyPrefix, servers: [server.url, b.url] })
-      const single = open({ keyPrefix: `${prefix}killed-single:`, servers: server.url })
-      const [killedName, otherName] = pair.serverNames as [string, string]
-      expect((await pair.nextIdWithServer(1)).server).toBe(killedName)
-      await single.nextId(1)
-      await server.kill('SIGKILL')
-      const served = await Promise.all(
-        Array.from({ length: 4 }, () => pair.nextIdsWithServer(1, 50)),
-      )
-      for (const { servers } of served) expect(new Set(servers)).toEqual(new Set([otherName]))
-      const causes: unknown[] = []
-      for (let i = 0; i < 3; i++) {
-        const error = await failure(single.nextId(1))
-        expect(error).toBeInstanceOf(SourceUnavailableError)
-        causes.push(error.cause)
-      }
-      for (const cause of causes) {
-        expect(
-          cause instanceof ConnectionRefusedError || cause instanceof ConnectionLostError,
-        ).toBe(true)
-        expect((cause as ShardflakeError).cause).toBeDefined()
-      }
-      // A client that never reached the server reports it refused.
-      const fresh = open({ keyPrefix, servers: server.url })
-      const refused = await failure(fresh.nextId(1))
-      expect(refused.cause).toBeInstanceOf(ConnectionRefusedError)
-    } finally {
-      await server.stop()
+    const server = await fixture.server()
+    const keyPrefix = `${prefix}killed:`
+    const pair = open({ keyPrefix, servers: [server.url, b.url] })
+    const single = open({ keyPrefix: `${prefix}killed-single:`, servers: server.url })
+    const [killedName, otherName] = pair.serverNames as [string, string]
+    expect((await pair.nextIdWithServer(1)).server).toBe(killedName)
+    await single.nextId(1)
+    await server.kill('SIGKILL')
+    const served = await Promise.all(Array.from({ length: 4 }, () => pair.nextIdsWithServer(1, 50)))
+    for (const { servers } of served) expect(new Set(servers)).toEqual(new Set([otherName]))
+    const causes: unknown[] = []
+    for (let i = 0; i < 3; i++) {
+      const error = await failure(single.nextId(1))
+      expect(error).toBeInstanceOf(SourceUnavailableError)
+      causes.push(error.cause)
     }
+    for (const cause of causes) {
+      expect(cause instanceof ConnectionRefusedError || cause instanceof ConnectionLostError).toBe(
+        true,
+      )
+      expect((cause as Error).cause).toBeDefined()
+    }
+    // A client that never reached the server reports it refused.
+    const fresh = open({ keyPrefix, servers: server.url })
+    const refused = await failure(fresh.nextId(1))
+    expect(refused.cause).toBeInstanceOf(ConnectionRefusedError)
   })
 
   it('honours a signal that is already aborted, before any work', async () => {

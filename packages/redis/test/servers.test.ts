@@ -5,41 +5,19 @@ import {
   instagram,
   ShardingMismatchError,
 } from '@shardflake/core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { RedisSource } from '../src'
-import { fakeClock, perTick, sharding } from './helpers'
-import {
-  deletePrefix,
-  runTag,
-  sharedRedisUrl,
-  startRedis,
-  type ThrowawayServer,
-} from './redis-servers'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { fakeClock, perTick, sharding, testFixture } from './helpers'
+import { runTag, sharedRedisUrl } from './redis-servers'
 
 const prefix = `sf:redis:servers:${runTag}:`
-let throwaway: ThrowawayServer[] = []
 let urls: string[] = []
-const sources: RedisSource[] = []
-const open = (options: Partial<ConstructorParameters<typeof RedisSource>[0]> = {}) => {
-  const source = new RedisSource({
-    sharding,
-    servers: urls,
-    keyPrefix: prefix,
-    ...options,
-  })
-  sources.push(source)
-  return source
-}
+const fixture = testFixture(() => ({ sharding, servers: urls, keyPrefix: prefix }))
+fixture.deleteAfter(() => sharedRedisUrl, prefix)
+const open = fixture.source
 
 beforeAll(async () => {
-  throwaway = await Promise.all([startRedis(), startRedis()])
+  const throwaway = await Promise.all([fixture.server(), fixture.server()])
   urls = [sharedRedisUrl, ...throwaway.map((server) => server.url)]
-})
-
-afterAll(async () => {
-  await Promise.all(sources.map((source) => source.close()))
-  await deletePrefix(sharedRedisUrl, prefix)
-  await Promise.all(throwaway.map((server) => server.stop()))
 })
 
 describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', () => {
@@ -130,7 +108,6 @@ describe('RedisSource on three independent servers (offsets 0, 1, 2, step 3)', (
     ids.forEach((id, i) => {
       expect(source.serverNames[layout.decompose(id).worker]).toBe(servers[i])
     })
-    for (const url of urls) await deletePrefix(url, `${prefix}workers:`)
   })
 
   it('refuses to share a prefix with another server order, drift, layout or logicalShards', async () => {
