@@ -1,11 +1,14 @@
+import { randomBytes } from 'node:crypto'
 import { defineLayout } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type CliIo, runCli } from '../src'
 
 const SERVER = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const DB_A = 'sf_pg_cli_move_a'
-const DB_B = 'sf_pg_cli_move_b'
+/** Per run, so two runs of the suite never meet. */
+const RUN = `${process.pid}_${randomBytes(3).toString('hex')}`
+const DB_A = `sf_pg_cli_move_a_${RUN}`
+const DB_B = `sf_pg_cli_move_b_${RUN}`
 const dbUrl = (db: string) => {
   const url = new URL(SERVER)
   url.pathname = `/${db}`
@@ -58,6 +61,8 @@ describe('shardflake move postgres', () => {
       '0-3',
       '--epoch',
       epoch,
+      '--logical-shards',
+      '64',
     )
     expect(installed.code).toBe(0)
     // A burst on A: its sequence runs ahead of the clock.
@@ -77,6 +82,8 @@ describe('shardflake move postgres', () => {
       '2-3',
       '--epoch',
       epoch,
+      '--logical-shards',
+      '64',
     )
     expect(moved.stderr).not.toMatch(/^error/m)
     expect(moved.code).toBe(0)
@@ -113,6 +120,8 @@ describe('shardflake move postgres', () => {
       '2-3',
       '--epoch',
       epoch,
+      '--logical-shards',
+      '64',
     )
     expect(again.code).toBe(0)
     expect(again.stdout).toMatch(/2 of them resumed/)
@@ -126,14 +135,16 @@ describe('shardflake move postgres', () => {
       '2',
       '--epoch',
       epoch,
+      '--logical-shards',
+      '64',
     )
     expect(reinstall.code).toBe(1)
-    expect(reinstall.stderr).toMatch(/^error: logical shard 2 moved from this database/)
+    expect(reinstall.stderr).toMatch(/^error: Logical shard\(s\) 2(-3)? moved from this database/)
   })
 
   it('refuses bad input and unreachable servers with a clear message and exit code 1', async () => {
     const move = (...extra: string[]) =>
-      run('move', 'postgres', '--shards', '1', '--epoch', epoch, ...extra)
+      run('move', 'postgres', '--shards', '1', '--epoch', epoch, '--logical-shards', '64', ...extra)
     const same = await move('--from', urlA, '--to', urlA)
     expect(same.code).toBe(1)
     expect(same.stderr).toMatch(/^error: from and to are the same database/)
@@ -148,6 +159,8 @@ describe('shardflake move postgres', () => {
       '9',
       '--epoch',
       epoch,
+      '--logical-shards',
+      '64',
     )
     expect(missing.code).toBe(1)
     expect(missing.stderr).toMatch(/^error: Logical shard\(s\) 9 not installed/)
@@ -162,13 +175,28 @@ describe('shardflake move postgres', () => {
       '1',
       '--epoch',
       '2025-01-01T00:00:00Z',
+      '--logical-shards',
+      '64',
     )
     expect(otherEpoch.code).toBe(1)
-    expect(otherEpoch.stderr).toMatch(/^error: The old database \(from\) holds layout/)
+    expect(otherEpoch.stderr).toMatch(
+      /^error: The old database "sf_pg_cli_move_a_\w+" \(from\) uses layout/,
+    )
     const hostile = await move('--from', urlA, '--to', urlB, '--schema-prefix', 'x";drop')
     expect(hostile.code).toBe(1)
     expect(hostile.stderr).toMatch(/^error: Refusing schema prefix name/)
-    const noEpoch = await run('move', 'postgres', '--from', urlA, '--to', urlB, '--shards', '1')
+    const noEpoch = await run(
+      'move',
+      'postgres',
+      '--from',
+      urlA,
+      '--to',
+      urlB,
+      '--shards',
+      '1',
+      '--logical-shards',
+      '64',
+    )
     expect(noEpoch.code).toBe(1)
     expect(noEpoch.stderr).toMatch(/--epoch/)
     const noTo = await move('--from', urlA)

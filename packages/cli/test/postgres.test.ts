@@ -1,10 +1,12 @@
+import { randomBytes } from 'node:crypto'
 import { defineLayout } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type CliIo, runCli } from '../src'
 
 const SERVER = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const DB = 'sf_pg_cli'
+/** Per run, so two runs of the suite never meet. */
+const DB = `sf_pg_cli_${process.pid}_${randomBytes(3).toString('hex')}`
 const dbUrl = (() => {
   const url = new URL(SERVER)
   url.pathname = `/${DB}`
@@ -39,6 +41,7 @@ afterAll(async () => {
 
 describe('shardflake sql/install postgres', () => {
   const epoch = '2024-01-01T00:00:00Z'
+  const sharding = ['--logical-shards', '64', '--epoch', epoch]
 
   it('prints the SQL for a shard range', async () => {
     const result = await run(
@@ -46,8 +49,7 @@ describe('shardflake sql/install postgres', () => {
       'postgres',
       '--shards',
       '3-4',
-      '--epoch',
-      epoch,
+      ...sharding,
       '--schema-prefix',
       'app_',
     )
@@ -55,6 +57,7 @@ describe('shardflake sql/install postgres', () => {
     expect(result.stdout).toMatch(/CREATE SCHEMA IF NOT EXISTS "app_3";/)
     expect(result.stdout).toMatch(/CREATE OR REPLACE FUNCTION "app_4"\.next_id\(\) RETURNS bigint/)
     expect(result.stdout).toMatch(new RegExp(`epoch_ms.*\\n.*${Date.parse(epoch)}`))
+    expect(result.stdout).toMatch(/'[0-9.]+', 64\);/) // logical_shards recorded with the layout
   })
 
   it('refuses bad input with a clear message and exit code 1', async () => {
@@ -63,72 +66,115 @@ describe('shardflake sql/install postgres', () => {
       'postgres',
       '--shards',
       '1',
-      '--epoch',
-      epoch,
+      ...sharding,
       '--schema-prefix',
       'x";drop',
     )
     expect(hostile.code).toBe(1)
     expect(hostile.stderr).toMatch(/^error: Refusing schema prefix name/)
-    const range = await run('sql', 'postgres', '--shards', '9-3', '--epoch', epoch)
+    const range = await run('sql', 'postgres', '--shards', '9-3', ...sharding)
     expect(range.code).toBe(1)
     expect(range.stderr).toMatch(/ends before it starts/)
-    const noEpoch = await run('sql', 'postgres', '--shards', '1')
+    const noEpoch = await run('sql', 'postgres', '--shards', '1', '--logical-shards', '64')
     expect(noEpoch.code).toBe(1)
     expect(noEpoch.stderr).toMatch(/--epoch/)
-    const outside = await run('sql', 'postgres', '--shards', '8190-8200', '--epoch', epoch)
+    const noLogical = await run('sql', 'postgres', '--shards', '1', '--epoch', epoch)
+    expect(noLogical.code).not.toBe(0)
+    expect(noLogical.stderr).toMatch(/--logical-shards/)
+    const outside = await run('sql', 'postgres', '--shards', '60-70', ...sharding)
     expect(outside.code).toBe(1)
-    expect(outside.stderr).toMatch(/Shard 8192 is outside layout/)
+    expect(outside.stderr).toMatch(/outside the 64 logical shards/)
+    const huge = await run('sql', 'postgres', '--shards', '0-99999999999', ...sharding)
+    expect(huge.code).toBe(1)
+    expect(huge.stderr).toMatch(/outside the 64 logical shards/)
   })
 
-  it('installs with progress, idempotently, and refuses another layout (exit 1)', async () => {
-    const first = await run(
+  it('refuses a layout whose time ran out (--epoch 0), creating nothing', async () => {
+    const spent = await run(
       'install',
       'postgres',
       '--url',
       dbUrl,
       '--shards',
-      '0-24',
+      '0',
+      '--logical-shards',
+      '64',
       '--epoch',
-      epoch,
+      '0',
+      '--schema',
+      'sf_spent',
+      '--schema-prefix',
+      'spent_',
     )
+    expect(spent.code).not.toBe(0)
+    expect(spent.stderr).toMatch(/^error: .*can no longer make IDs/)
+    const client = new pg.Client({ connectionString: dbUrl })
+    await client.connect()
+    try {
+      const { rows } = await client.query(
+        `SELECT to_regnamespace('sf_spent') IS NOT NULL AS common, to_regnamespace('spent_0') IS NOT NULL AS shard`,
+      )
+      expect(rows[0]).toEqual({ common: false, shard: false })
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('installs with progress, idempotently, and refuses another layout or logicalShards (exit 1)', async () => {
+    const first = await run('install', 'postgres', '--url', dbUrl, '--shards', '0-24', ...sharding)
     expect(first.code).toBe(0)
-    expect(first.stdout).toMatch(/installed 25 shard\(s\)/)
-    expect(first.stderr).toMatch(/\[#+\] 25\/25 shards/)
-    const again = await run(
-      'install',
-      'postgres',
-      '--url',
-      dbUrl,
-      '--shards',
-      '0-24',
-      '--epoch',
-      epoch,
+    expect(first.stdout).toMatch(
+      /installed 25 shard\(s\) of layout "custom" with logicalShards 64 \(25 created, 0 updated/,
     )
+    expect(first.stderr).toMatch(/\[#+\] 25\/25 shards/)
+    const again = await run('install', 'postgres', '--url', dbUrl, '--shards', '0-24', ...sharding)
     expect(again.code).toBe(0)
+    expect(again.stdout).toMatch(/\(0 created, 25 updated/)
     const client = new pg.Client({ connectionString: dbUrl })
     await client.connect()
     try {
       const { rows } = await client.query('SELECT shard_24.next_id()::text AS id')
       const layout = defineLayout({ epoch, timeBits: 41, shardBits: 13, sequenceBits: 10 })
       expect(layout.shardOf(rows[0].id as string)).toBe(24)
-      const meta = await client.query('SELECT count(*)::int AS n FROM shardflake.shards')
-      expect(meta.rows[0].n).toBe(25)
+      const meta = await client.query(
+        'SELECT (SELECT count(*)::int FROM shardflake.shards) AS n, logical_shards FROM shardflake.layout',
+      )
+      expect(meta.rows[0]).toEqual({ n: 25, logical_shards: 64 })
     } finally {
       await client.end()
     }
-    const conflict = await run(
+    const otherLayout = await run(
       'install',
       'postgres',
       '--url',
       dbUrl,
       '--shards',
       '0-1',
+      '--logical-shards',
+      '64',
       '--epoch',
       '2025-01-01T00:00:00Z',
     )
-    expect(conflict.code).toBe(1)
-    expect(conflict.stderr).toMatch(/^error: .*refusing to install layout/)
+    expect(otherLayout.code).toBe(1)
+    expect(otherLayout.stderr).toMatch(
+      /^error: database "sf_pg_cli_\w+" uses layout "custom".*2024-01-01.*this application uses layout "custom".*2025-01-01/,
+    )
+    const otherCount = await run(
+      'install',
+      'postgres',
+      '--url',
+      dbUrl,
+      '--shards',
+      '0-1',
+      '--logical-shards',
+      '128',
+      '--epoch',
+      epoch,
+    )
+    expect(otherCount.code).toBe(1)
+    expect(otherCount.stderr).toMatch(
+      /with logicalShards 64, but this application uses .* with logicalShards 128/,
+    )
     const unreachable = await run(
       'install',
       'postgres',
@@ -136,8 +182,7 @@ describe('shardflake sql/install postgres', () => {
       'postgres://postgres@127.0.0.1:1/x',
       '--shards',
       '0',
-      '--epoch',
-      epoch,
+      ...sharding,
     )
     expect(unreachable.code).toBe(1)
     expect(unreachable.stderr).toMatch(/^error: Could not install into the database/)

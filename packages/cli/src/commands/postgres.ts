@@ -47,14 +47,14 @@ export function registerPostgresCommands(
   ).action(async (flags: PostgresFlags) => {
     const options = readOptions(flags)
     const { postgresSql } = await import('@shardflake/postgres')
-    io.stdout(postgresSql(options))
+    io.stdout(postgresSql(options).script.trimEnd())
   })
 
   common(
     parents.install
       .command('postgres')
       .description('install per-shard next_id() into a PostgreSQL database (idempotent)')
-      .option('--url <url>', 'connection URL (default: $DATABASE_URL)'),
+      .option('--url <url>', 'connection URL (falls back to $DATABASE_URL; required)'),
   ).action(async (flags: PostgresFlags) => {
     const options = readOptions(flags)
     const url = urlFlag(flags, 'DATABASE_URL', 'database')
@@ -68,7 +68,7 @@ export function registerPostgresCommands(
         await client.connect()
         const result = await installPostgres(client, { ...options, onProgress: progressBar(io) })
         io.stdout(
-          `installed ${result.shards.length} shard(s) of layout ${JSON.stringify(result.layout.name)} (schemas ${options.schemaPrefix}${result.shards[0]}..${options.schemaPrefix}${result.shards.at(-1)}, metadata in ${result.schema})`,
+          `installed ${result.shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} with logicalShards ${result.sharding.logicalShards} (${result.created.length} created, ${result.updated.length} updated; schemas ${options.schemaPrefix}${result.shards[0]}..${options.schemaPrefix}${result.shards.at(-1)}, metadata in ${options.schema})`,
         )
       },
       () => client.end(),
@@ -87,7 +87,7 @@ export function registerPostgresCommands(
   ).action(async (flags: MoveFlags) => {
     const options = readOptions(flags)
     const lockTimeoutMs = wholeNumberFlag('--lock-timeout-ms', flags.lockTimeoutMs)
-    const { moveShards } = await import('@shardflake/postgres')
+    const { movePostgresShards } = await import('@shardflake/postgres')
     const pg = (await import('pg')).default
     const from = new pg.Client({ connectionString: flags.from })
     const to = new pg.Client({ connectionString: flags.to })
@@ -97,7 +97,7 @@ export function registerPostgresCommands(
       async () => {
         await connect(from, 'old database (--from)')
         await connect(to, 'new database (--to)')
-        const result = await moveShards({
+        const result = await movePostgresShards({
           ...options,
           from,
           to,
@@ -107,7 +107,7 @@ export function registerPostgresCommands(
         const shards = result.shards.map((moved) => moved.shard)
         const resumed = result.shards.filter((moved) => moved.resumed).length
         io.stdout(
-          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.layout.name)} (schemas ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}, metadata in ${result.schema})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old database refuses them (SQLSTATE SF005), the new one continues above the last ID the old one could issue.`,
+          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} (schemas ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}, metadata in ${result.schema})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old database refuses them (SQLSTATE SF005), the new one continues above the last ID the old one could issue.`,
         )
         io.stdout(
           `now point logical shard(s) ${formatShardList(shards)} at the new database in your shard map.`,
@@ -138,10 +138,10 @@ async function connect(client: { connect(): Promise<unknown> }, which: string): 
 }
 
 function readOptions(flags: PostgresFlags) {
-  const { layout, shards } = readShardFlags(flags)
+  const { sharding, shards } = readShardFlags(flags)
   const cache = wholeNumberFlag('--cache', flags.cache)
   return {
-    layout,
+    sharding,
     shards,
     schemaPrefix: flags.schemaPrefix,
     schema: flags.schema,
