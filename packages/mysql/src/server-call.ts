@@ -45,6 +45,8 @@ export function callServer<T>(
   let broken = false
   let killing: Promise<unknown> | undefined
   const run: RunQuery = async (sql, params) => {
+    // After a give-up nothing new is sent: IDs reserved now would only be dropped.
+    if (gaveUp) throw new Error('The call was given up.')
     if (query) return await query(sql, params)
     if (!connection) {
       const taken = await pool!.getConnection()
