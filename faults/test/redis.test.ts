@@ -48,7 +48,7 @@ test('RedisSource with two servers: one stopped (SIGSTOP), each killed and resta
       source,
       shards,
       callers: 4,
-      counts: [1, 10, 100, 1000, 5],
+      counts: [1, 10, 100, 500, 5],
       abortEvery: 101,
       abortAfterMs: 1,
     })
