@@ -212,7 +212,7 @@ export class RedisSource implements IdSource {
   private overloaded(shard: number): ShardOverloadedError {
     const { maxDriftMs, maxWaitMs } = this.config
     return new ShardOverloadedError(
-      `Shard ${shard} was asked for more IDs than it makes within its ${maxDriftMs} ms drift allowance (${Math.floor(this.layout.capacityPerMs / this.step)} per ms from each server) and the ${maxWaitMs} ms a call may wait: other callers kept using its capacity up. The clock is fine; nothing was issued. Ask for fewer IDs per call, spread rows over more shards, or raise maxWaitMs or maxDriftMs.`,
+      `Shard ${shard} was asked for more IDs than it makes within its ${maxDriftMs} ms drift allowance (${Math.floor(this.layout.capacityPerMs / this.step)} per ms from each server) and the ${maxWaitMs} ms a call may wait: other callers kept using its capacity up. The clock is fine; no ID was returned (any reserved for this call are dropped, never issued twice). Ask for fewer IDs per call, spread rows over more shards, or raise maxWaitMs or maxDriftMs.`,
     )
   }
 
