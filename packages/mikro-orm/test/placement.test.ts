@@ -3,7 +3,7 @@
  * whose shard no longer matches is replaced when nothing references the entity, and refused
  * with ShardKeyChangedError when something does. Never silent.
  */
-import type { MikroORM, RequiredEntityData } from '@mikro-orm/core'
+import { defineEntity, type MikroORM, p, type RequiredEntityData } from '@mikro-orm/core'
 import {
   asAsync,
   blogSchemaSql,
@@ -15,7 +15,7 @@ import {
 } from '@shardflake/conformance'
 import { InProcessSource, MissingShardKeyError } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { ShardKeyChangedError, shardedIds } from '../src'
+import { ShardKeyChangedError, shardedId, shardedIds } from '../src'
 import { openOrm } from './support/blog'
 import { Author, Comment, Keyed, Post } from './support/entities-legacy'
 
@@ -210,5 +210,62 @@ describe.each([
     expect(String(row?.post)).toBe(String(post.id))
     const shard = expectedShard(author.email, 64)
     for (const id of [author.id, post.id, comment.id]) expect(shardOf(id)).toBe(shard)
+  })
+})
+
+describe('sameShardAs through the foreign-key property or a function', () => {
+  /** Posts whose rule names the scalar foreign key `authorId` (mapped to the relation's column). */
+  const ByForeignKey = defineEntity({
+    name: 'ByForeignKey',
+    tableName: 'fk_posts',
+    properties: {
+      id: shardedId({ sameShardAs: 'authorId' }),
+      author: () => p.manyToOne(Author),
+      authorId: p.bigint().fieldName('author_id').persist(false).nullable(),
+      title: p.string(),
+    },
+  })
+  /** Comments whose rule is a function returning the parent entity. */
+  const ByFunction = defineEntity({
+    name: 'ByFunction',
+    tableName: 'fn_comments',
+    properties: {
+      id: shardedId<{ post: unknown }>({ sameShardAs: (comment) => comment.post as object }),
+      post: () => p.manyToOne(ByForeignKey),
+      body: p.string(),
+    },
+  })
+
+  it.each([
+    ['sync', sync],
+    ['async', async],
+  ] as const)('places rows on their parent shard with a %s source', async (_, source) => {
+    await raw.query(
+      'CREATE TABLE IF NOT EXISTS fk_posts (id BIGINT PRIMARY KEY, author_id BIGINT NOT NULL REFERENCES authors, title TEXT NOT NULL)',
+    )
+    await raw.query(
+      'CREATE TABLE IF NOT EXISTS fn_comments (id BIGINT PRIMARY KEY, post_id BIGINT NOT NULL REFERENCES fk_posts, body TEXT NOT NULL)',
+    )
+    const orm = await openOrm(
+      'postgres',
+      raw.url,
+      [Author, ByForeignKey, ByFunction],
+      [shardedIds({ source })],
+    )
+    try {
+      const em = orm.em.fork()
+      const author = em.create(Author, { email: `fk-${source === sync}@example.com` })
+      const post = em.create(ByForeignKey, { author, title: 'by foreign key' })
+      await em.flush()
+      expect(shardOf(post.id)).toBe(shardOf(author.id))
+      const parent = await orm.em.fork().findOneOrFail(ByForeignKey, post.id)
+      const comment = em.create(ByFunction, { post: em.merge(parent), body: 'by function' })
+      await em.flush()
+      expect(shardOf(comment.id)).toBe(shardOf(author.id))
+      const [row] = await raw.query('SELECT post_id FROM fn_comments WHERE id = $1', [comment.id])
+      expect(String(row?.post_id)).toBe(String(post.id))
+    } finally {
+      await orm.close(true)
+    }
   })
 })
