@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
+import { startPostgres, type ThrowawayServer } from '@shardflake/conformance'
 import {
   defineLayout,
   defineSharding,
@@ -83,7 +84,16 @@ describe('PostgresLeaseRegistry', () => {
     await expect(LeasedSource.start({ sharding: flat, registry })).rejects.toThrow(/worker bits/)
   })
 
-  it('keeps IDs distinct while processes compete, are killed with SIGKILL and restart at once, one starting with its clock behind and one stepping it back by seconds', async () => {
+  it('keeps IDs distinct while processes compete, are killed with SIGKILL and restart at once, one starting with its clock behind, one stepping it back by seconds, and the registry restarted', async () => {
+    // The registry's own server, restarted while the processes run.
+    const server: ThrowawayServer = await startPostgres()
+    const ownUrl = new URL(server.url)
+    ownUrl.pathname = '/postgres'
+    const ownPool = new pg.Pool({ connectionString: ownUrl.toString(), max: 2 })
+    ownPool.on('error', () => {})
+    await (
+      await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(ownPool) })
+    ).close()
     const ttlMs = 1000
     const children = new Set<ChildProcess>()
     const ids: string[] = []
@@ -95,7 +105,7 @@ describe('PostgresLeaseRegistry', () => {
       const proc = spawn(process.execPath, [child], {
         env: {
           ...process.env,
-          PG_URL: URL_,
+          PG_URL: ownUrl.toString(),
           TTL_MS: String(ttlMs),
           CLOCK_OFFSET_MS: String(offset),
           STEP_BACK_MS: String(stepBackMs),
@@ -127,26 +137,35 @@ describe('PostgresLeaseRegistry', () => {
         victim.kill('SIGKILL')
         start(round === 2 ? -400 : 0) // one restarts with its clock 400 ms behind
         await sleep(900)
+        if (round === 3) await server.restart() // the registry's server goes away and comes back
       }
       await sleep(ttlMs * 2)
       // Every worker has a live holder again within the TTL of its holder's death.
-      const held = (await new PostgresLeaseRegistry(pool).list()).filter(
+      const held = (await new PostgresLeaseRegistry(ownPool).list()).filter(
         (lease) => lease.holder !== null && lease.expiresAt! > new Date(),
       )
       expect(held).toHaveLength(3)
     } finally {
       for (const proc of children) proc.kill('SIGKILL')
       await sleep(100)
+      await ownPool.end()
+      await server.stop()
     }
     console.info(
-      `leases: ${spawned} processes (5 SIGKILLed), ${ids.length} IDs, ${new Set(ids).size} distinct, refusals ${JSON.stringify(Object.fromEntries(codes))}`,
+      `leases: ${spawned} processes (5 SIGKILLed, registry restarted once), ${ids.length} IDs, ${new Set(ids).size} distinct, refusals ${JSON.stringify(Object.fromEntries(codes))}`,
     )
     expect(ids.length).toBeGreaterThan(10_000)
     expect(new Set(ids).size).toBe(ids.length)
     const workers = new Set(ids.map((id) => layout.decompose(id).worker))
     expect(workers).toEqual(new Set([1, 2, 3]))
     for (const code of codes.keys()) {
-      expect(['NO_FREE_LEASE', 'LEASE_EXPIRED', 'CLOCK_MOVED_BACKWARDS']).toContain(code)
+      // SOURCE_UNAVAILABLE: the registry's server was down while a process asked for a lease.
+      expect([
+        'NO_FREE_LEASE',
+        'LEASE_EXPIRED',
+        'CLOCK_MOVED_BACKWARDS',
+        'SOURCE_UNAVAILABLE',
+      ]).toContain(code)
     }
   }, 60_000)
 })
