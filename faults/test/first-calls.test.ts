@@ -1,0 +1,107 @@
+import type { IdSource } from '@shardflake/core'
+import {
+  installMysql,
+  installTicketServers,
+  MysqlSource,
+  TicketServerSource,
+} from '@shardflake/mysql'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import { RedisSource } from '@shardflake/redis'
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, test } from 'vitest'
+import { mysqlPool } from '../src/mysql'
+import { sharding } from '../src/scenario'
+import {
+  destroyAll,
+  type MariadbServer,
+  type PostgresServer,
+  type RedisServer,
+  startMariadb,
+  startPostgres,
+  startRedis,
+} from '../src/servers'
+
+/**
+ * The first calls of a new source run its one-time checks (the sharding recorded in each
+ * database, the servers' configuration), shared by the callers that arrive meanwhile. A caller
+ * that gives up (its signal aborts) during them must fail alone: the others get their IDs.
+ */
+let postgres: PostgresServer
+let mariadb: MariadbServer
+let redis: RedisServer
+
+beforeAll(async () => {
+  ;[postgres, mariadb, redis] = await Promise.all([startPostgres(), startMariadb(), startRedis()])
+})
+
+afterAll(async () => {
+  await destroyAll()
+})
+
+const ROUNDS = 5
+
+async function giveUpBesideOthers(source: IdSource, shard: number) {
+  const quitter = Promise.resolve(
+    source.nextIds(shard, 1, { signal: AbortSignal.timeout(2) }),
+  ).then(
+    () => 'ok',
+    (error: { code?: string }) => error.code ?? String(error),
+  )
+  const others = await Promise.allSettled([source.nextIds(shard, 20), source.nextIds(shard, 5)])
+  await quitter
+  return others.map((result) =>
+    result.status === 'fulfilled'
+      ? result.value.length
+      : `${(result.reason as { code?: string }).code}: ${(result.reason as Error).message}`,
+  )
+}
+
+describe('a caller giving up during the first calls fails alone', () => {
+  test('PostgresSource', async () => {
+    const admin = new pg.Pool({ connectionString: postgres.url, max: 2 })
+    await installPostgres(admin, { sharding, shards: '0-1' })
+    for (let round = 0; round < ROUNDS; round++) {
+      const pool = new pg.Pool({ connectionString: postgres.url, max: 4 })
+      pool.on('error', () => undefined)
+      const source = new PostgresSource({ sharding, databases: pool })
+      expect(await giveUpBesideOthers(source, 1)).toEqual([20, 5])
+      await source.close()
+      await pool.end()
+    }
+    await admin.end()
+  })
+
+  test('MysqlSource', async () => {
+    const admin = mysqlPool(mariadb.port)
+    await installMysql(admin, { sharding, shards: '16-17' })
+    for (let round = 0; round < ROUNDS; round++) {
+      const pool = mysqlPool(mariadb.port, 'root', 4)
+      const source = new MysqlSource({ sharding, databases: pool, shards: '16-17' })
+      expect(await giveUpBesideOthers(source, 17)).toEqual([20, 5])
+      await source.close()
+      await pool.end()
+    }
+    await admin.end()
+  })
+
+  test('TicketServerSource', async () => {
+    const admin = mysqlPool(mariadb.port)
+    await installTicketServers({ servers: [admin], sequence: 'first_calls' })
+    for (let round = 0; round < ROUNDS; round++) {
+      const pool = mysqlPool(mariadb.port, 'root', 4)
+      const source = new TicketServerSource({ servers: [pool], sequence: 'first_calls' })
+      expect(await giveUpBesideOthers(source, 0)).toEqual([20, 5])
+      await source.close()
+      await pool.end()
+    }
+    await admin.end()
+  })
+
+  test('RedisSource', async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const source = new RedisSource({ sharding, servers: [redis.url] })
+      expect(await giveUpBesideOthers(source, 33)).toEqual([20, 5])
+      await source.close()
+    }
+  })
+})
