@@ -128,7 +128,7 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   }
 
   /** The sharded key of an entity, looked up once per metadata. */
-  shardedIdOf(
+  private shardedIdOf(
     metadata: EntityMetadata,
     dataSource: DataSource | undefined,
   ): ShardedIdEntry | undefined {
