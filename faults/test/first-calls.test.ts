@@ -105,3 +105,49 @@ describe('a caller giving up during the first calls fails alone', () => {
     }
   })
 })
+
+/**
+ * The first IDs of a freshly installed shard carry the time they are made, also when several
+ * callers draw the shard's first IDs at once (the counter starts far behind the clock and must be
+ * moved up to it first).
+ */
+describe('the first IDs of freshly installed shards carry the current time', () => {
+  const shards = Array.from({ length: sharding.logicalShards }, (_, shard) => shard)
+  const notBefore = () => Date.now() - 3_600_000
+  const oldBatches = async (source: IdSource) => {
+    const old: string[] = []
+    for (const shard of shards) {
+      const batches = await Promise.all(
+        Array.from({ length: 8 }, () => Promise.resolve(source.nextIds(shard, 7))),
+      )
+      for (const batch of batches) {
+        if (sharding.layout.timeOf(batch[0]!).getTime() < notBefore()) {
+          old.push(`shard ${shard}: ${batch.slice(0, 3).join(', ')}, ...`)
+        }
+      }
+    }
+    return old
+  }
+
+  test('PostgresSource, 8 concurrent first calls on each of 64 new shards', async () => {
+    const admin = new pg.Pool({ connectionString: postgres.url, max: 2 })
+    await admin.query('CREATE DATABASE fresh_shards')
+    await admin.end()
+    const url = postgres.url.replace(/\/postgres$/, '/fresh_shards')
+    const pool = new pg.Pool({ connectionString: url, max: 8 })
+    await installPostgres(pool, { sharding, shards: 'all' })
+    const source = new PostgresSource({ sharding, databases: pool })
+    expect(await oldBatches(source)).toEqual([])
+    await source.close()
+    await pool.end()
+  })
+
+  test('MysqlSource, 8 concurrent first calls on each of 64 new shards', async () => {
+    const pool = mysqlPool(mariadb.port, 'root', 8)
+    await installMysql(pool, { sharding, shards: 'all', schemaPrefix: 'fresh_' })
+    const source = new MysqlSource({ sharding, databases: pool, schemaPrefix: 'fresh_' })
+    expect(await oldBatches(source)).toEqual([])
+    await source.close()
+    await pool.end()
+  })
+})
