@@ -1,0 +1,7 @@
+export { main, svgPathFor } from './main.ts'
+export { renderSvg } from './render.ts'
+export type { BenchResults, BenchRow } from './results.ts'
+export { readResults } from './results.ts'
+export { chartSpec } from './spec.ts'
+export type { RowSummary } from './summary.ts'
+export { formatRatio, formatValue, median, summarize } from './summary.ts'
