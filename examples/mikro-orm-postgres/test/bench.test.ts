@@ -25,6 +25,7 @@ it('runs the unit-of-work benchmark: rows co-located, one round trip per flush f
       '--quick',
       '--sizes=1,10',
       '--database=sf_mikro_example_test',
+      '--prefetch-max-age-ms=600000',
     ],
     { env: { ...process.env, NODE_OPTIONS: '' }, timeout: 120_000 },
   )
