@@ -33,7 +33,6 @@ export {
   type PostgresSchemaOptions,
   type PostgresSqlOptions,
   postgresSql,
-  resolveSqlOptions,
   SQL_VERSION,
   shardSql,
 } from './sql'

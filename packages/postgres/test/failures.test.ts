@@ -15,7 +15,8 @@ import {
 } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { installPostgres, PostgresSource, resolveSqlOptions, type SqlClient } from '../src/index'
+import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
+import { resolveSqlOptions } from '../src/sql/options'
 import { createDatabase, dropDatabase, RUN, raw, sharding } from './helpers'
 
 /**

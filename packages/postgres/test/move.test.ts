@@ -19,9 +19,9 @@ import {
   PostgresSource,
   postgresSql,
   readInstalledShards,
-  resolveSqlOptions,
   type SqlClient,
 } from '../src/index'
+import { resolveSqlOptions } from '../src/sql/options'
 import { createDatabase, dropDatabase, PG_URL, raw, sharding } from './helpers'
 
 /**
@@ -389,12 +389,11 @@ describe.each([
 describe('movePostgresShards: crash half-way, locks, and refusals', () => {
   it('resumes after a crash between the fence and the arrival', async () => {
     // What a move that died after fencing shard 8 on A leaves behind.
-    const o = resolveSqlOptions({ sharding })
     const client = new pg.Client({ connectionString: urlA })
     await client.connect()
     try {
       await client.query('SELECT x FROM shard_8.next_ids(300) x')
-      await client.query(`BEGIN; ${fenceSql(o, 8).script} COMMIT;`)
+      await client.query(`BEGIN; ${fenceSql({ sharding }, 8).script} COMMIT;`)
     } finally {
       await client.end()
     }

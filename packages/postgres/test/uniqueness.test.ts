@@ -1,7 +1,8 @@
 import { instagram } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { installPostgres, resolveSqlOptions } from '../src/index'
+import { installPostgres } from '../src/index'
+import { resolveSqlOptions } from '../src/sql/options'
 import { createDatabase, dropDatabase, raw, sharding } from './helpers'
 
 /**

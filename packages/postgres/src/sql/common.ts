@@ -5,7 +5,7 @@ import {
   numbers,
   type PostgresSqlOptions,
   type ResolvedSqlOptions,
-  resolved,
+  resolveSqlOptions,
   SQL_VERSION,
 } from './options'
 
@@ -29,8 +29,8 @@ ALTER TABLE ${c}.shards
  * The SQL for what every shard shares: the common schema, the metadata (the sharding recorded,
  * refusing a different one with SQLSTATE `SF002`), the clock and the decode helpers.
  */
-export function commonSql(options: PostgresSqlOptions | ResolvedSqlOptions): Ddl {
-  return asDdl(commonScript(resolved(options)))
+export function commonSql(options: PostgresSqlOptions): Ddl {
+  return asDdl(commonScript(resolveSqlOptions(options)))
 }
 
 /** {@link commonSql} as one script. @internal */

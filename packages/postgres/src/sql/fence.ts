@@ -5,7 +5,7 @@ import {
   numbers,
   type PostgresSqlOptions,
   type ResolvedSqlOptions,
-  resolved,
+  resolveSqlOptions,
   SQL_VERSION,
 } from './options'
 
@@ -33,8 +33,8 @@ import {
  * await client.query(`BEGIN; ${fenceSql({ sharding }, 5).script} COMMIT;`)
  * ```
  */
-export function fenceSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): Ddl {
-  return asDdl(fenceScript(resolved(options), shard))
+export function fenceSql(options: PostgresSqlOptions, shard: number): Ddl {
+  return asDdl(fenceScript(resolveSqlOptions(options), shard))
 }
 
 /** {@link fenceSql} as one script. @internal */

@@ -3,8 +3,6 @@ export { fenceSql } from './fence'
 export {
   type PostgresSchemaOptions,
   type PostgresSqlOptions,
-  type ResolvedSqlOptions,
-  resolveSqlOptions,
   SQL_VERSION,
 } from './options'
 export { postgresSql } from './script'

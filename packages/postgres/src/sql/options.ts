@@ -95,7 +95,7 @@ export interface ResolvedSqlOptions {
 }
 
 /**
- * Validates and fills in the options.
+ * Validates and fills in the options. @internal
  * @throws InvalidIdentifierError for a schema name or prefix that is not a plain identifier.
  * @throws InvalidLayoutError for a decode-only layout or one whose time field is not above its sequence.
  * @throws InvalidArgumentError for numbers out of range.
@@ -199,11 +199,6 @@ export function timeOf(o: ResolvedSqlOptions, ms: string): string {
 /** A 64-bit pattern as PostgreSQL's signed bigint. @internal */
 export function signed(value: bigint): bigint {
   return value >= 1n << 63n ? value - (1n << 64n) : value
-}
-
-/** Options as given, or already resolved. @internal */
-export function resolved(options: PostgresSqlOptions | ResolvedSqlOptions): ResolvedSqlOptions {
-  return 'lockKey' in options ? options : resolveSqlOptions(options)
 }
 
 /** What every routine of one shard's SQL is made of. @internal */

@@ -1,7 +1,8 @@
-import { type Ddl, readShardList, type ShardList, toDdl } from '@shardflake/core'
-import { commonSql } from './common'
+import { type Ddl, readShardList, type ShardList } from '@shardflake/core'
+import { commonScript } from './common'
+import { asDdl } from './ddl'
 import { type PostgresSqlOptions, resolveSqlOptions } from './options'
-import { shardSql } from './shard'
+import { shardScript } from './shard'
 
 /**
  * The whole script for a layout and a set of logical shards: the common objects, then each shard.
@@ -25,8 +26,5 @@ export function postgresSql(
   const o = resolveSqlOptions(options)
   o.layout.checkGenerating()
   const shards = readShardList(options.shards, o.sharding)
-  return toDdl([
-    ...commonSql(o).statements,
-    ...shards.flatMap((shard) => shardSql(o, shard).statements),
-  ])
+  return asDdl([commonScript(o), ...shards.map((shard) => shardScript(o, shard))].join('\n'))
 }

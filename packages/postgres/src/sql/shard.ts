@@ -3,7 +3,7 @@ import { asDdl } from './ddl'
 import {
   type PostgresSqlOptions,
   type ResolvedSqlOptions,
-  resolved,
+  resolveSqlOptions,
   SQL_VERSION,
   shardContext,
   timeOf,
@@ -19,8 +19,8 @@ import { sequenceMoveRoutines } from './shard-moves'
  * Why these never repeat an ID, and how a move keeps that across databases:
  * `docs/next-id.md` in this package.
  */
-export function shardSql(options: PostgresSqlOptions | ResolvedSqlOptions, shard: number): Ddl {
-  return asDdl(shardScript(resolved(options), shard))
+export function shardSql(options: PostgresSqlOptions, shard: number): Ddl {
+  return asDdl(shardScript(resolveSqlOptions(options), shard))
 }
 
 /** {@link shardSql} as one script. @internal */
