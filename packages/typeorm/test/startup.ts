@@ -228,6 +228,22 @@ export function describeStartup(tag: string): void {
         expect(nothing.message).toMatch(/names no column or relation/)
       })
 
+      it('installs once per DataSource, after the metadata is built, and refuses a late call', async () => {
+        const dataSource = new DataSource(dataSourceOptions(raw, [Author]))
+        const subscriber = shardedIds(dataSource, { source })
+        await dataSource.initialize()
+        try {
+          expect(dataSource.subscribers.filter((s) => s === subscriber)).toHaveLength(1)
+          expect(() => shardedIds(dataSource, { source })).toThrow(ShardConflictError)
+          const late = new DataSource(dataSourceOptions(raw, [Author]))
+          await late.initialize()
+          expect(() => shardedIds(late, { source })).toThrow(ConfigurationError)
+          await late.destroy()
+        } finally {
+          await dataSource.destroy()
+        }
+      })
+
       it('refuses a fixed shard outside the logical shards', async () => {
         expect(await refused([FixedShardTooFar])).toBeInstanceOf(ShardOutOfRangeError)
       })
