@@ -112,7 +112,7 @@ describe('shardflake move mysql', () => {
     const refused = await query(URL_A, `SELECT \`${PREFIX}2\`.next_id()`).catch(
       (e: { sqlMessage?: string }) => e,
     )
-    expect(refused).toMatchObject({ sqlState: 'SF004' })
+    expect(refused).toMatchObject({ sqlState: 'SF005' })
     expect((refused as { sqlMessage?: string }).sqlMessage).toMatch(
       /^shardflake: logical shard 2 moved/,
     )

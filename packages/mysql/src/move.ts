@@ -86,7 +86,7 @@ export interface MoveMysqlResult {
 
 /**
  * Moves logical shards from one MySQL/MariaDB server to another without ever repeating an ID,
- * shard by shard: it **fences** the old home (its drawing routines refuse with SQLSTATE `SF004`,
+ * shard by shard: it **fences** the old home (its drawing routines refuse with SQLSTATE `SF005`,
  * the move is recorded, its counter is pushed past the end of the time field in one statement,
  * L kept), then installs the shard on the new home if needed and moves its counter to at least
  * L before its routines are (re)created there. Why this never repeats an ID is in docs/move.md.

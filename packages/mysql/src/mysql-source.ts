@@ -304,7 +304,7 @@ export class MysqlSource implements IdSource {
 
   /**
    * One `reserve_ids(count)`; while the counter is too far ahead of the clock (SQLSTATE SF001
-   * or SF008) waits 1, 2, 4 ... ms, at most `maxWaitMs` in total, and tries again.
+   * or SF006) waits 1, 2, 4 ... ms, at most `maxWaitMs` in total, and tries again.
    */
   private async reserveOn(shard: number, count: number, run: RunQuery): Promise<bigint> {
     const sql = this.statement(shard)

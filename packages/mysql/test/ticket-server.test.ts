@@ -226,7 +226,7 @@ describe('TicketServerSource on two real servers', () => {
     }
     // Raw SQL: the function refuses too, and nothing moved.
     await expect(rows(a, `SELECT \`${DB_A}\`.next_outage(5, 1, 1) AS v`)).rejects.toMatchObject({
-      sqlState: 'SF009',
+      sqlState: 'SF030',
       sqlMessage: 'shardflake: this server hands out tickets with increment 2, offset 1',
     })
     expect([await ticketRow(a, DB_A, 'outage'), await ticketRow(b, DB_B, 'outage')]).toEqual(before)

@@ -123,7 +123,7 @@ export function registerMysqlCommands(
         const shards = result.shards.map((moved) => moved.shard)
         const resumed = result.shards.filter((moved) => moved.resumed).length
         io.stdout(
-          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} (databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old server refuses them (SQLSTATE SF004), the new one continues above every value the old one issued.`,
+          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} (databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old server refuses them (SQLSTATE SF005), the new one continues above every value the old one issued.`,
         )
         io.stdout(
           `now point logical shard(s) ${formatShardList(shards)} at the new server in your shard map.`,

@@ -8,7 +8,7 @@ import { SIGNALS } from './signals'
  * The statements that **fence** a logical shard on its old server when it moves to another one
  * (what `moveMysqlShards` runs there, in this order; the reasoning is in docs/move.md):
  *
- * 1. `reserve_ids(n)` is replaced by a version that SIGNALs SQLSTATE `SF004` (moved);
+ * 1. `reserve_ids(n)` is replaced by a version that SIGNALs SQLSTATE `SF005` (moved);
  * 2. the move is recorded in `sf_meta` (`moved_to`, `moved_at`, `move_id`), so the installer and
  *    the install script refuse to bring the shard back to life here;
  * 3. `next_id()`, `next_ids(n)` and `generate_id(...)` are replaced likewise;

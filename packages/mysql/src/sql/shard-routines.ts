@@ -29,7 +29,7 @@ function compose(o: ResolvedSqlOptions, shard: number, v: string): string {
  * `reserve_ids(n)`: reserves `n` counter values in one UPDATE and returns the first. The counter
  * never moves back; it may run at most `maxDriftMs` ahead of the clock. `t` keeps the latest
  * clock reading, which tells the two reasons for a refusal apart: the clock went back (SF001)
- * or more IDs were asked than the shard makes within the drift (SF008).
+ * or more IDs were asked than the shard makes within the drift (SF006).
  */
 function reserveIdsRoutine(o: ResolvedSqlOptions, shard: number): string[] {
   const { layout } = o

@@ -34,7 +34,7 @@ export function ticketTable(sequence: string): string {
  * **and the increment and offset it was installed with**, and a function
  * `next_<name>(n, increment, offset)` that hands out `n` tickets with ONE single-row
  * `UPDATE ... SET id = LAST_INSERT_ID(id + increment * n)`, but only when the caller's increment
- * and offset are the recorded ones (else SQLSTATE `SF009`, nothing issued). The row itself is
+ * and offset are the recorded ones (else SQLSTATE `SF030`, nothing issued). The row itself is
  * written by {@link installTicketServers}, which picks its first ticket.
  *
  * Not `REPLACE INTO Tickets64 (stub) VALUES ('a')`: on InnoDB a REPLACE is a delete plus an

@@ -40,7 +40,7 @@ BEGIN
   DECLARE recorded_offset BIGINT;
   DECLARE message VARCHAR(128);
   IF n IS NULL OR n < 1 OR n > 1000000 THEN
-    SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: n must be from 1 to 1000000';
+    SIGNAL SQLSTATE 'SF020' SET MESSAGE_TEXT = 'shardflake: n must be from 1 to 1000000';
   END IF;
   UPDATE `tickets`.`tickets64_photos` SET `id` = LAST_INSERT_ID(`id` + `server_increment` * n)
    WHERE `stub` = 'a' AND `server_increment` = step AND `server_offset` = start;
@@ -50,13 +50,13 @@ BEGIN
   SET recorded_increment = (SELECT `server_increment` FROM `tickets`.`tickets64_photos` WHERE `stub` = 'a');
   SET recorded_offset = (SELECT `server_offset` FROM `tickets`.`tickets64_photos` WHERE `stub` = 'a');
   IF recorded_increment IS NULL THEN
-    SIGNAL SQLSTATE 'SF011' SET MESSAGE_TEXT = 'shardflake: no ticket row';
+    SIGNAL SQLSTATE 'SF032' SET MESSAGE_TEXT = 'shardflake: no ticket row';
   END IF;
   IF recorded_increment = 0 THEN
-    SIGNAL SQLSTATE 'SF010' SET MESSAGE_TEXT = 'shardflake: a reconfiguration is not finished';
+    SIGNAL SQLSTATE 'SF031' SET MESSAGE_TEXT = 'shardflake: a reconfiguration is not finished';
   END IF;
   SET message = CONCAT('shardflake: this server hands out tickets with increment ', recorded_increment, ', offset ', recorded_offset);
-  SIGNAL SQLSTATE 'SF009' SET MESSAGE_TEXT = message;
+  SIGNAL SQLSTATE 'SF030' SET MESSAGE_TEXT = message;
 END$$
 
 SET SESSION sql_mode = COALESCE(@shardflake_saved_sql_mode, @@GLOBAL.sql_mode)$$

@@ -2,7 +2,7 @@ CREATE OR REPLACE FUNCTION `shard_5`.`reserve_ids`(n INT) RETURNS BIGINT UNSIGNE
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
   RETURN NULL;
 END;
 
@@ -16,7 +16,7 @@ CREATE OR REPLACE FUNCTION `shard_5`.`next_id`() RETURNS BIGINT
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
   RETURN NULL;
 END;
 
@@ -24,14 +24,14 @@ CREATE OR REPLACE PROCEDURE `shard_5`.`next_ids`(IN n INT)
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
 END;
 
 CREATE OR REPLACE PROCEDURE `shard_5`.`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
 END;
 
 UPDATE `shard_5`.`sf_counter` SET `v` = `v` + 1125899906842625 WHERE `k` = 1 AND `v` <= 1125899906842624;

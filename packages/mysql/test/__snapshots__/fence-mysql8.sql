@@ -4,7 +4,7 @@ CREATE FUNCTION `shard_5`.`reserve_ids`(n INT) RETURNS BIGINT UNSIGNED
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
   RETURN NULL;
 END;
 
@@ -20,7 +20,7 @@ CREATE FUNCTION `shard_5`.`next_id`() RETURNS BIGINT
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
   RETURN NULL;
 END;
 
@@ -30,7 +30,7 @@ CREATE PROCEDURE `shard_5`.`next_ids`(IN n INT)
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
 END;
 
 DROP PROCEDURE IF EXISTS `shard_5`.`generate_id`;
@@ -39,7 +39,7 @@ CREATE PROCEDURE `shard_5`.`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN
-  SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
+  SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
 END;
 
 UPDATE `shard_5`.`sf_counter` SET `v` = `v` + 1125899906842625 WHERE `k` = 1 AND `v` <= 1125899906842624;

@@ -17,7 +17,7 @@ BEGIN
     SIGNAL SQLSTATE 'SF002' SET MESSAGE_TEXT = 'shardflake: shard 5 was installed with another layout or logicalShards';
   END IF;
   IF (SELECT `value` FROM `shard_5`.`sf_meta` WHERE `name` = 'moved_to') IS NOT NULL THEN
-    SIGNAL SQLSTATE 'SF012' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved from this server to another (sf_meta.moved_to); move it back instead';
+    SIGNAL SQLSTATE 'SF023' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved from this server to another (sf_meta.moved_to); move it back instead';
   END IF;
 END$$
 
@@ -51,7 +51,7 @@ BEGIN
   DECLARE seen_v BIGINT UNSIGNED;
   DECLARE message VARCHAR(128);
   IF n IS NULL OR n < 1 OR n > 1000000 THEN
-    SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: n must be from 1 to 1000000';
+    SIGNAL SQLSTATE 'SF020' SET MESSAGE_TEXT = 'shardflake: n must be from 1 to 1000000';
   END IF;
   UPDATE `shard_5`.`sf_counter`
      SET `v` = LAST_INSERT_ID(GREATEST(`v`, now_v) + n), `t` = GREATEST(`t`, now_v)
@@ -63,16 +63,16 @@ BEGIN
   END IF;
   SELECT `v`, `t` INTO current_v, seen_v FROM `shard_5`.`sf_counter` WHERE `k` = 1;
   IF current_v IS NULL THEN
-    SIGNAL SQLSTATE 'SF007' SET MESSAGE_TEXT = 'shardflake: the counter row of shard 5 is missing';
+    SIGNAL SQLSTATE 'SF022' SET MESSAGE_TEXT = 'shardflake: the counter row of shard 5 is missing';
   END IF;
   IF current_v > 1125899906842624 THEN
-    SIGNAL SQLSTATE 'SF004' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to another server (sf_meta.moved_to); update the shard map';
+    SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to another server (sf_meta.moved_to); update the shard map';
   END IF;
   IF GREATEST(current_v, now_v) + n > 1125899906842624 THEN
-    SIGNAL SQLSTATE 'SF003' SET MESSAGE_TEXT = 'shardflake: the time field of the layout is used up';
+    SIGNAL SQLSTATE 'SF007' SET MESSAGE_TEXT = 'shardflake: the time field of the layout is used up';
   END IF;
   IF n > 1024000 THEN
-    SIGNAL SQLSTATE 'SF008' SET MESSAGE_TEXT = 'shardflake: shard 5 makes at most 1024000 IDs within maxDriftMs 1000: ask for fewer per call';
+    SIGNAL SQLSTATE 'SF006' SET MESSAGE_TEXT = 'shardflake: shard 5 makes at most 1024000 IDs within maxDriftMs 1000: ask for fewer per call';
   END IF;
   IF seen_v > now_v AND GREATEST(current_v, seen_v) + n <= seen_v + 1024000 THEN
     SET message = CONCAT('shardflake: the server clock is ', ((seen_v - now_v) >> 10) * 1,
@@ -81,7 +81,7 @@ BEGIN
   END IF;
   SET message = CONCAT('shardflake: shard 5 is ', ((GREATEST(current_v, now_v) + n - now_v) >> 10) * 1,
     ' ms ahead with this call, more than maxDriftMs 1000');
-  SIGNAL SQLSTATE 'SF008' SET MESSAGE_TEXT = message;
+  SIGNAL SQLSTATE 'SF006' SET MESSAGE_TEXT = message;
 END$$
 
 CREATE OR REPLACE FUNCTION `shard_5`.`next_id`() RETURNS BIGINT
@@ -109,7 +109,7 @@ BEGIN
   -- parameter reads them as 0 under a lax sql_mode, and 0 is a key of shard 0).
   IF shard_key IS NULL OR shard_key NOT REGEXP '^-?[0-9]{1,19}$'
      OR MOD(CAST(shard_key AS DECIMAL(20, 0)), 2000) <> 5 THEN
-    SIGNAL SQLSTATE 'SF006' SET MESSAGE_TEXT = 'shardflake: the shard key is missing, or its shard (key mod 2000) is not 5';
+    SIGNAL SQLSTATE 'SF021' SET MESSAGE_TEXT = 'shardflake: the shard key is missing, or its shard (key mod 2000) is not 5';
   END IF;
   SET id = `shard_5`.`next_id`();
 END$$
