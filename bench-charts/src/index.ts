@@ -1,3 +1,4 @@
+export { formatResults } from './format.ts'
 export { main, svgPathFor } from './main.ts'
 export { renderSvg } from './render.ts'
 export type { BenchResults, BenchRow } from './results.ts'

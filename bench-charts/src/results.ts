@@ -21,8 +21,8 @@ export interface BenchResults {
   title: string
   /** What a value measures, such as `IDs/s`; shown when there is no baseline. */
   unit: string
-  /** A line under the title: the machine, the load, the date. */
-  note?: string
+  /** A line (or lines) under the title: the machine, the load, the date. */
+  note?: string | string[]
   /**
    * The label of the row every other row is divided by, round by round (values[i] / baseline[i]).
    * With groups, each group has a row of this label. Without it, the chart shows the values.
@@ -51,10 +51,15 @@ export function readResults(input: unknown, where = 'results'): BenchResults {
   for (const key of ['title', 'unit'] as const) {
     if (typeof data[key] !== 'string') fail(`"${key}" must be a string`)
   }
-  for (const key of ['note', 'baseline'] as const) {
-    if (data[key] !== undefined && typeof data[key] !== 'string')
-      fail(`"${key}" must be a string when given`)
-  }
+  if (data.baseline !== undefined && typeof data.baseline !== 'string')
+    fail('"baseline" must be a string when given')
+  const note = data.note
+  if (
+    note !== undefined &&
+    typeof note !== 'string' &&
+    !(Array.isArray(note) && note.every((line) => typeof line === 'string'))
+  )
+    fail('"note" must be a string or an array of strings when given')
   if (data.scale !== undefined && data.scale !== 'log' && data.scale !== 'linear')
     fail('"scale" must be "log" or "linear" when given')
   if (!Array.isArray(data.rows) || data.rows.length === 0) fail('"rows" must be a non-empty array')

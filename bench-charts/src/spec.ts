@@ -93,6 +93,7 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
   }
   return {
     ...common,
+    spacing: 6,
     facet: {
       row: {
         field: 'group',
@@ -106,6 +107,7 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
           labelAlign: 'left',
           labelFontSize: 12,
           labelFontWeight: 'bold',
+          labelPadding: 2,
         },
       },
     },
