@@ -28,7 +28,8 @@ const json = args.includes('--json')
 const cellsIndex = args.indexOf('--cells')
 const only = cellsIndex >= 0 ? new RegExp(args[cellsIndex + 1] ?? '') : undefined
 const serverUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const DB = 'sf_pg_bench'
+// Per run: two benchmark runs (or a test run) never drop each other's database.
+const DB = `sf_pg_bench_${process.pid}`
 
 const url = new URL(serverUrl)
 url.pathname = `/${DB}`

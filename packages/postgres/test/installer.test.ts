@@ -61,6 +61,22 @@ describe('installPostgres', () => {
     expect(await readInstalledShards(pool)).toHaveLength(120)
   })
 
+  it('refuses another logicalShards over the installed one, changing nothing', async () => {
+    const error = await installPostgres(pool, {
+      sharding: defineSharding({ layout: instagram, logicalShards: 4000 }),
+      shards: [500],
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(ShardingMismatchError)
+    expect((error as Error).message).toMatch(
+      /with logicalShards 2000, but .* with logicalShards 4000/,
+    )
+    const [row] = await raw<{ present: boolean; logical: number }>(
+      url,
+      `SELECT to_regnamespace('shard_500') IS NOT NULL AS present, (SELECT logical_shards FROM shardflake.layout) AS logical`,
+    )
+    expect(row).toEqual({ present: false, logical: 2000 })
+  })
+
   it('refuses a different layout over the installed one, changing nothing', async () => {
     const other = defineLayout({
       name: 'other',

@@ -1,5 +1,6 @@
 import {
   ClockMovedBackwardsError,
+  ConfigurationError,
   defineLayout,
   defineSharding,
   InvalidIdentifierError,
@@ -168,6 +169,26 @@ describe('PostgresSource over two physical databases', () => {
       /database "sf_pg_source_a_\w+" uses layout "instagram".*2011-08-24.*this application uses layout "custom".*2024-01-01T00:00:00.000Z/,
     )
     await expect(wrong.nextId(1)).rejects.toBeInstanceOf(ShardingMismatchError)
+
+    // The same layout over another number of logical shards: keys would land elsewhere.
+    const fewer = new PostgresSource({
+      sharding: defineSharding({ layout: instagram, logicalShards: 64 }),
+      databases: poolA,
+    })
+    const count = await fewer.nextIds(1, 3).catch((e: unknown) => e)
+    expect(count).toBeInstanceOf(ShardingMismatchError)
+    expect((count as Error).message).toMatch(
+      /with logicalShards 2000, but .* with logicalShards 64/,
+    )
+
+    // A shard of the logical shards that no database holds: the message names logicalShards.
+    const unmapped = await new PostgresSource({ sharding, databases: poolA })
+      .nextId(sharding.shardForKey(4777n))
+      .catch((e: unknown) => e)
+    expect(unmapped).toBeInstanceOf(ConfigurationError)
+    expect((unmapped as Error).message).toMatch(
+      /Logical shard 777 is not installed.*installPostgres.*logicalShards: this source spreads keys over 2000/,
+    )
 
     const elsewhere = new PostgresSource({ sharding, databases: poolA, schema: 'nowhere' })
     await expect(elsewhere.nextId(1)).rejects.toThrow(
