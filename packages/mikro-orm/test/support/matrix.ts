@@ -1,4 +1,4 @@
-import { asAsync, describeAdapter, type RawDatabase } from '@shardflake/conformance'
+import { asAsync, describeAdapter, type RawDatabase, testSharding } from '@shardflake/conformance'
 import { type IdSource, InProcessSource, type Sharding } from '@shardflake/core'
 import { type BlogEntities, mikroBlog } from './blog'
 import { databaseSources } from './sources'
@@ -35,6 +35,8 @@ export function describeMatrix(form: 'legacy' | 'define' | 'es', blog: BlogEntit
       describeAdapter(`MikroORM / ${server} / ${kind} / ${label[form]}`, {
         dialect,
         database: name,
+        // MysqlSource installs one database per logical shard: eight of them.
+        ...(kind === 'MysqlSource' ? { sharding: testSharding(8) } : {}),
         createSource: (raw, sharding) => create(raw, sharding, name),
         setup: (context) => mikroBlog(dialect, blog, context),
       })

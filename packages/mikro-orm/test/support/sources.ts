@@ -1,6 +1,12 @@
 import type { Dialect, RawDatabase } from '@shardflake/conformance'
 import type { IdSource, Sharding } from '@shardflake/core'
-import { createMysqlPool, installTicketServers, TicketServerSource } from '@shardflake/mysql'
+import {
+  createMysqlPool,
+  installMysql,
+  installTicketServers,
+  MysqlSource,
+  TicketServerSource,
+} from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
 import { Redis } from 'ioredis'
@@ -9,12 +15,12 @@ import pg from 'pg'
 type SourceMaker = (raw: RawDatabase, sharding: Sharding, name: string) => Promise<IdSource>
 
 /**
- * The database-backed sources of the matrix for a server: its own routines (`PostgresSource`;
- * `MysqlSource` once it takes a `sharding`) and `RedisSource`.
+ * The database-backed sources of the matrix for a server: its own routines (`PostgresSource` /
+ * `MysqlSource`) and `RedisSource`.
  */
 export function databaseSources(dialect: Dialect): Record<string, SourceMaker> {
   return {
-    ...(dialect === 'postgres' ? { PostgresSource: postgresSource } : {}),
+    ...(dialect === 'postgres' ? { PostgresSource: postgresSource } : { MysqlSource: mysqlSource }),
     RedisSource: (raw, sharding) => redisSource(sharding, `${raw.name}:`),
   }
 }
@@ -25,6 +31,23 @@ export async function postgresSource(raw: RawDatabase, sharding: Sharding): Prom
   await installPostgres(pool, { sharding, shards: 'all' })
   const source = new PostgresSource({ sharding, databases: pool })
   return withClose(source, () => pool.end())
+}
+
+/**
+ * MariaDB routines for every logical shard, in databases `<test database>_s<n>` on the suite's
+ * server (one per shard: keep the sharding small); closing drops them and ends its pool.
+ */
+export async function mysqlSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 8 })
+  const schemaPrefix = `${raw.name}_s`
+  await installMysql(pool, { sharding, shards: 'all', schemaPrefix })
+  const source = new MysqlSource({ sharding, databases: pool, schemaPrefix })
+  return withClose(source, async () => {
+    for (let shard = 0; shard < sharding.logicalShards; shard++) {
+      await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
+    }
+    await pool.end()
+  })
 }
 
 /** `RedisSource` on the shared Redis (`REDIS_URL`) under a key prefix of its own; closing deletes its keys. */
