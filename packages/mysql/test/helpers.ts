@@ -53,6 +53,10 @@ export interface ExtraServer {
   pause(): void
   /** SIGCONT after {@link pause}. */
   resume(): void
+  /** SIGKILL, as a crash: nothing is flushed or closed. */
+  kill(): Promise<void>
+  /** Starts the server again on the same data directory and port. */
+  restart(): Promise<void>
   stop(): Promise<void>
 }
 
@@ -71,7 +75,7 @@ async function freePort(): Promise<number> {
 /**
  * Starts a throw-away MariaDB server (`mariadb-install-db` + `mariadbd`) on a free port, with
  * grant tables skipped. `stop()` ends it (SIGTERM to the process this started) and removes its
- * data directory.
+ * data directory; `kill()` sends SIGKILL, `restart()` starts it again on the same data and port.
  */
 export async function startMariadb(): Promise<ExtraServer> {
   const dir = mkdtempSync(join(tmpdir(), 'sf_my_srv_'))
@@ -84,45 +88,51 @@ export async function startMariadb(): Promise<ExtraServer> {
     '--skip-test-db',
   ])
   const port = await freePort()
-  const child: ChildProcess = spawn(
-    'mariadbd',
-    [
-      '--no-defaults',
-      `--datadir=${data}`,
-      '--user=root',
-      `--port=${port}`,
-      '--bind-address=127.0.0.1',
-      `--socket=${join(dir, 'sock')}`,
-      `--pid-file=${join(dir, 'pid')}`,
-      '--skip-grant-tables',
-      '--skip-log-bin',
-      '--innodb-buffer-pool-size=16M',
-      '--max-connections=100',
-    ],
-    { stdio: 'ignore' },
-  )
   const url = `mysql://root@127.0.0.1:${port}/mysql`
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  let ready = false
-  for (let i = 0; i < 100 && !ready; i++) {
-    try {
-      const connection = await mysql.createConnection({ uri: url })
-      await connection.query('SELECT 1')
-      await connection.end()
-      ready = true
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100))
+  let child: ChildProcess
+  let exited: Promise<void>
+  const launch = async (): Promise<boolean> => {
+    child = spawn(
+      'mariadbd',
+      [
+        '--no-defaults',
+        `--datadir=${data}`,
+        '--user=root',
+        `--port=${port}`,
+        '--bind-address=127.0.0.1',
+        `--socket=${join(dir, 'sock')}`,
+        `--pid-file=${join(dir, 'pid')}`,
+        '--skip-grant-tables',
+        '--skip-log-bin',
+        '--innodb-buffer-pool-size=16M',
+        '--max-connections=100',
+      ],
+      { stdio: 'ignore' },
+    )
+    const started = child
+    exited = new Promise<void>((resolve) => started.once('exit', () => resolve()))
+    for (let i = 0; i < 150; i++) {
+      try {
+        const connection = await mysql.createConnection({ uri: url })
+        await connection.query('SELECT 1')
+        await connection.end()
+        return true
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
     }
+    return false
   }
+  const running = () => child.exitCode === null && child.signalCode === null
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
+    if (running()) {
       child.kill('SIGCONT')
       child.kill('SIGTERM')
       await exited
     }
     rmSync(dir, { recursive: true, force: true })
   }
-  if (!ready) {
+  if (!(await launch())) {
     await stop()
     throw new Error('The extra MariaDB server did not start.')
   }
@@ -132,6 +142,14 @@ export async function startMariadb(): Promise<ExtraServer> {
     stop,
     pause: () => child.kill('SIGSTOP'),
     resume: () => child.kill('SIGCONT'),
+    kill: async () => {
+      child.kill('SIGKILL')
+      await exited
+    },
+    restart: async () => {
+      if (running()) throw new Error('The extra MariaDB server is still running.')
+      if (!(await launch())) throw new Error('The extra MariaDB server did not start again.')
+    },
   }
 }
 

@@ -7,6 +7,7 @@ import {
   defineLayout,
   defineSharding,
   InvalidArgumentError,
+  ShardflakeError,
   ShardingMismatchError,
   ShardMap,
   ShardOutOfRangeError,
@@ -416,6 +417,52 @@ describe('MysqlSource', () => {
       expect((error as Error).cause).toBeDefined()
     } finally {
       await plain.end()
+    }
+  })
+})
+
+describe('MysqlSource across a crash of its server (kill -9, restart on the same data)', () => {
+  it('every failure is a ShardflakeError; after the restart the Aria counter is repaired and IDs continue above', async () => {
+    const crashing = await startMariadb()
+    const pool = await createMysqlPool({ uri: crashing.url, connectionLimit: 4 })
+    try {
+      await installMysql(pool, { sharding, shards: [1], schemaPrefix: SHARDS })
+      const crashed = new MysqlSource({
+        sharding,
+        databases: pool,
+        schemaPrefix: SHARDS,
+        timeoutMs: 1000,
+      })
+      const before = await crashed.nextIds(1, 5000)
+      await crashing.kill()
+      const failures = await Promise.all(
+        Array.from({ length: 4 }, () => crashed.nextIds(1, 10).catch((error: unknown) => error)),
+      )
+      for (const failure of failures) {
+        expect(failure).toBeInstanceOf(ShardflakeError)
+        expect(['CONNECTION_LOST', 'CONNECTION_REFUSED', 'TIMED_OUT']).toContain(
+          (failure as ShardflakeError).code,
+        )
+        expect((failure as ShardflakeError).retryable).toBe(true)
+      }
+      await crashing.restart()
+      let after: bigint[] | undefined
+      for (let attempt = 0; attempt < 20 && !after; attempt++) {
+        // The pool's old connections are dead: the first calls after the restart may still fail.
+        after = await crashed.nextIds(1, 5000).catch((error: unknown) => {
+          expect(error).toBeInstanceOf(ShardflakeError)
+          return undefined
+        })
+      }
+      expect(after).toBeDefined()
+      expect(after![0]! > before[before.length - 1]!).toBe(true)
+      expect(new Set([...before, ...after!]).size).toBe(10_000)
+      // Aria marked the counter table crashed; it was repaired when opened (aria_recover_options).
+      const [options] = await rows<{ v: string }>(pool, 'SELECT @@aria_recover_options AS v')
+      expect(options!.v).toMatch(/BACKUP|FORCE|NORMAL|QUICK/)
+    } finally {
+      await pool.end().catch(() => undefined)
+      await crashing.stop()
     }
   })
 })
