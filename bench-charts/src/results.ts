@@ -28,6 +28,8 @@ export interface BenchResults {
    * With groups, each group has a row of this label. Without it, the chart shows the values.
    */
   baseline?: string
+  /** What one entry of `values` is: `round` (the default), or `run` when each is a run's median. */
+  roundName?: string
   /** `log` or `linear`; by default `log` when the largest value is over 20 times the smallest. */
   scale?: 'log' | 'linear'
   rows: BenchRow[]
@@ -51,8 +53,10 @@ export function readResults(input: unknown, where = 'results'): BenchResults {
   for (const key of ['title', 'unit'] as const) {
     if (typeof data[key] !== 'string') fail(`"${key}" must be a string`)
   }
-  if (data.baseline !== undefined && typeof data.baseline !== 'string')
-    fail('"baseline" must be a string when given')
+  for (const key of ['baseline', 'roundName'] as const) {
+    if (data[key] !== undefined && typeof data[key] !== 'string')
+      fail(`"${key}" must be a string when given`)
+  }
   const note = data.note
   if (
     note !== undefined &&

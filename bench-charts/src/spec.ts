@@ -23,7 +23,9 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
   const largest = Math.max(...rows.map((row) => row.max))
   const scale = results.scale ?? (largest / smallest > 20 ? 'log' : 'linear')
   const spread =
-    rounds > 1 ? `dot: median of ${rounds} rounds, line: min..max` : 'one value per row'
+    rounds > 1
+      ? `dot: median of ${rounds} ${results.roundName ?? 'round'}s, line: min..max`
+      : 'one value per row'
   const xTitle = ratios
     ? `× ${results.baseline}, same run (${spread})`
     : `${results.unit} (${spread})`
