@@ -100,7 +100,9 @@ export async function installPostgres(
       `shardsPerTransaction must be an integer from 1 to 10000, got ${String(perTransaction)}.`,
     )
   }
-  const session = await openSession(client)
+  const session = await openSession(client).catch((error: unknown) => {
+    throw translatePostgresError(error, { what: 'installPostgres', connecting: true })
+  })
   try {
     const installed = await readShardingFrom(session.query, resolved.schema)
     if (installed) checkInstalled(resolved.sharding, installed)
@@ -262,7 +264,9 @@ export async function readInstalledSharding(
   client: SqlClient,
   options: { schema?: string } = {},
 ): Promise<Sharding | undefined> {
-  const session = await openSession(client)
+  const session = await openSession(client).catch((error: unknown) => {
+    throw translatePostgresError(error, { what: 'readInstalledSharding', connecting: true })
+  })
   try {
     const installed = await readShardingFrom(session.query, options.schema ?? 'shardflake')
     if (!installed) return undefined

@@ -203,6 +203,14 @@ describe('failures of a call are typed errors with the driver error as cause', (
     expect(error).toBeInstanceOf(ConnectionRefusedError)
     expect((error as { cause?: { code?: string } }).cause?.code).toBe('ECONNREFUSED')
     await nowhere.close()
+    const refusing = new pg.Pool({ connectionString: 'postgres://postgres@127.0.0.1:1/none' })
+    try {
+      await expect(installPostgres(refusing, { sharding, shards: [1] })).rejects.toBeInstanceOf(
+        ConnectionRefusedError,
+      )
+    } finally {
+      await refusing.end()
+    }
 
     const app = `sf_close_${RUN}`
     const withUrl = new URL(url)
