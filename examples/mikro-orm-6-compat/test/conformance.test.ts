@@ -1,13 +1,13 @@
 /**
  * The adapter conformance suite on MikroORM 6.6: {PostgreSQL, MariaDB} x {in-process, the same
- * behind promises, PostgresSource} x {legacy decorators from @mikro-orm/core, defineEntity},
+ * behind promises, PostgresSource, MysqlSource} x {legacy decorators from @mikro-orm/core, defineEntity},
  * checked through raw SQL (co-location decoded from both IDs).
  */
-import { asAsync, describeAdapter } from '@shardflake/conformance'
+import { asAsync, describeAdapter, testSharding } from '@shardflake/conformance'
 import { InProcessSource, type Sharding } from '@shardflake/core'
 import { mikroBlog } from './support/blog'
 import { definedBlog, legacyBlog } from './support/entities'
-import { postgresSource } from './support/sources'
+import { mysqlSource, postgresSource } from './support/sources'
 
 const inProcess = (_raw: unknown, sharding: Sharding) =>
   new InProcessSource({ sharding, shards: 'all' })
@@ -38,4 +38,12 @@ describeAdapter('MikroORM 6 / MariaDB / in-process behind promises / legacy deco
   database: 'sf_mikro6_my_async_legacy',
   createSource: (raw, sharding) => asAsync(inProcess(raw, sharding)),
   setup: (context) => mikroBlog('mysql', legacyBlog, context),
+})
+
+describeAdapter('MikroORM 6 / MariaDB / MysqlSource / defineEntity', {
+  dialect: 'mysql',
+  database: 'sf_mikro6_my_db_define',
+  sharding: testSharding(8), // one database per logical shard
+  createSource: mysqlSource,
+  setup: (context) => mikroBlog('mysql', definedBlog, context),
 })

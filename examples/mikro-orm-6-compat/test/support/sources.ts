@@ -1,5 +1,6 @@
 import type { RawDatabase } from '@shardflake/conformance'
 import type { IdSource, Sharding } from '@shardflake/core'
+import { createMysqlPool, installMysql, MysqlSource } from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import pg from 'pg'
 
@@ -15,6 +16,30 @@ export async function postgresSource(raw: RawDatabase, sharding: Sharding): Prom
     nextIds: (shard, count, context) => source.nextIds(shard, count, context),
     async close() {
       await source.close()
+      await pool.end()
+    },
+  }
+}
+
+/**
+ * MariaDB routines for every logical shard, in databases `<test database>_s<n>` (one per shard:
+ * keep the sharding small); closing drops them and ends its pool.
+ */
+export async function mysqlSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 8 })
+  const schemaPrefix = `${raw.name}_s`
+  await installMysql(pool, { sharding, shards: 'all', schemaPrefix })
+  const source = new MysqlSource({ sharding, databases: pool, schemaPrefix })
+  return {
+    sharding: source.sharding,
+    synchronous: source.synchronous,
+    nextId: (shard, context) => source.nextId(shard, context),
+    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
+    async close() {
+      await source.close()
+      for (let shard = 0; shard < sharding.logicalShards; shard++) {
+        await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
+      }
       await pool.end()
     },
   }
