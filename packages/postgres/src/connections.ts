@@ -8,6 +8,8 @@ export type PostgresDatabase = SqlClient | string
 export interface Call {
   pid?: number
   pool?: PoolLike
+  /** A cancel was sent for this call: its connection is destroyed, never reused. */
+  cancelled?: boolean
 }
 
 /** Rows as the drivers return them. @internal */
@@ -68,8 +70,9 @@ export class Connections {
       call.pid = undefined
       connection.off?.('end', onEnd)
       connection.off?.('error', onEnd)
-      // A connection that broke is destroyed, not handed to the next caller.
-      connection.release(broken)
+      // A connection that broke is destroyed, not handed to the next caller; so is one a cancel
+      // was sent to (it could otherwise land on the next caller's statement).
+      connection.release(broken || call.cancelled === true)
     }
   }
 
@@ -112,6 +115,7 @@ export class Connections {
   /** Cancels the call's statement on the server, when it runs on a pool's connection. */
   cancel(call: Call): unknown {
     if (call.pool && call.pid) {
+      call.cancelled = true
       return call.pool.query('SELECT pg_cancel_backend($1::integer)', [call.pid])
     }
     return undefined
