@@ -4,7 +4,14 @@
  */
 import { describeAdapter, describePlainIdAdapter } from '@shardflake/conformance'
 import { blogOnTypeorm } from './blog'
-import { mysqlSource, postgresSource, redisSource, ticketSource } from './sources'
+import {
+  leasedSharding,
+  leasedSource,
+  mysqlSource,
+  postgresSource,
+  redisSource,
+  ticketSource,
+} from './sources'
 
 export function describeDatabaseSources(major: string): void {
   const tag = major.replace(/\W/g, '')
@@ -48,6 +55,22 @@ export function describeDatabaseSources(major: string): void {
     database: `sf_typeorm_${tag}_my_redis`,
     createSource: (_raw, sharding) => redisSource(sharding, `${tag}my`),
     setup: ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint', parents: 'column' }),
+  })
+
+  describeAdapter(`TypeORM ${major} / PostgreSQL / LeasedSource (PostgreSQL registry)`, {
+    dialect: 'postgres',
+    database: `sf_typeorm_${tag}_pg_leased`,
+    sharding: leasedSharding,
+    createSource: leasedSource,
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source),
+  })
+
+  describeAdapter(`TypeORM ${major} / MariaDB / LeasedSource (MariaDB registry), bigint IDs`, {
+    dialect: 'mysql',
+    database: `sf_typeorm_${tag}_my_leased`,
+    sharding: leasedSharding,
+    createSource: leasedSource,
+    setup: ({ raw, source }) => blogOnTypeorm(raw, source, { idType: 'bigint' }),
   })
 
   describePlainIdAdapter(`TypeORM ${major} / MariaDB / TicketServerSource`, {

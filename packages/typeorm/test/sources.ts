@@ -3,15 +3,22 @@
  * sharding, on the suite's database, closing what it opened.
  */
 import { type RawDatabase, runTag } from '@shardflake/conformance'
-import type { IdSource, Sharding } from '@shardflake/core'
+import {
+  defineLayout,
+  defineSharding,
+  type IdSource,
+  LeasedSource,
+  type Sharding,
+} from '@shardflake/core'
 import {
   createMysqlPool,
   installMysql,
   installTicketServers,
+  MysqlLeaseRegistry,
   MysqlSource,
   TicketServerSource,
 } from '@shardflake/mysql'
-import { installPostgres, PostgresSource } from '@shardflake/postgres'
+import { installPostgres, PostgresLeaseRegistry, PostgresSource } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
 import { Redis } from 'ioredis'
 import pg from 'pg'
@@ -104,4 +111,47 @@ async function dropDatabases(
   for (const row of rows as { name: string }[]) {
     if (row.name.startsWith(prefix)) await pool.query(`DROP DATABASE \`${row.name}\``)
   }
+}
+
+/** A sharding whose layout has worker bits (13 shard, 4 worker, 6 sequence), for leased sources. */
+export const leasedSharding = defineSharding({
+  layout: defineLayout({
+    name: 'leased',
+    epoch: '2025-01-01T00:00:00Z',
+    timeBits: 41,
+    shardBits: 13,
+    workerBits: 4,
+    sequenceBits: 6,
+  }),
+  logicalShards: 64,
+})
+
+/**
+ * `LeasedSource` with its worker leased from a registry in the suite's database (PostgreSQL) or
+ * server (MariaDB); acquired before the first insert, released on close.
+ */
+export async function leasedSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
+  if (raw.dialect === 'postgres') {
+    const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
+    const close = source.close.bind(source)
+    source.close = async () => {
+      await close()
+      await pool.end()
+    }
+    return source
+  }
+  const database = `sf_typeorm_leases_${runTag()}`
+  const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 2 })
+  const source = await LeasedSource.start({
+    sharding,
+    registry: new MysqlLeaseRegistry(pool, { database }),
+  })
+  const close = source.close.bind(source)
+  source.close = async () => {
+    await close()
+    await pool.query(`DROP DATABASE IF EXISTS \`${database}\``)
+    await pool.end()
+  }
+  return source
 }
