@@ -22,6 +22,7 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
   const smallest = Math.min(...rows.map((row) => row.min))
   const largest = Math.max(...rows.map((row) => row.max))
   const scale = results.scale ?? (largest / smallest > 20 ? 'log' : 'linear')
+  const logTicks = decades(smallest, largest)
   const spread =
     rounds > 1
       ? `dot: median of ${rounds} ${results.roundName ?? 'round'}s, line: min..max`
@@ -42,8 +43,10 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
     type: 'quantitative',
     title: xTitle,
     scale:
-      scale === 'log' ? { type: 'log', nice: true } : { type: 'linear', zero: !ratios, nice: true },
-    axis: { grid: true, tickCount: 6 },
+      scale === 'log'
+        ? { type: 'log', domain: [logTicks[0]!, logTicks.at(-1)!] }
+        : { type: 'linear', zero: !ratios, nice: true },
+    axis: scale === 'log' ? { grid: true, values: logTicks } : { grid: true, tickCount: 6 },
   } as const
   const layer = [
     ...(ratios
@@ -116,4 +119,20 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
     spec: { width: 420, height: { step: 24 }, layer },
     resolve: { scale: { y: 'independent' } },
   } as TopLevelSpec
+}
+
+/** Ticks for a log axis: 1, 2 and 5 per decade over at most 3 decades, else powers of ten. */
+function decades(smallest: number, largest: number): number[] {
+  const low = Math.floor(Math.log10(smallest))
+  const high = Math.max(Math.ceil(Math.log10(largest)), low + 1)
+  const steps = high - low <= 3 ? [1, 2, 5] : [1]
+  const ticks: number[] = []
+  for (let power = low; power <= high; power++) {
+    for (const step of steps) {
+      const tick = Number((step * 10 ** power).toPrecision(1))
+      if (power === high && step > 1) break
+      ticks.push(tick)
+    }
+  }
+  return ticks
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import {
   type BenchResults,
+  chartSpec,
   main,
   readResults,
   renderSvg,
@@ -110,6 +111,15 @@ describe('renderSvg', () => {
     expect(svg).toContain('>second group<')
     expect(points(svg)).toEqual(['peer: 1.00×', 'ours: 0.90×', 'peer: 1.00×', 'ours: 0.90×'])
     expect(count(svg, 'aria-roledescription="point"')).toBe(4)
+  })
+
+  it('puts ratios over 20× apart on a log axis ticked 1-2-5 per decade', async () => {
+    // Ratios 0.3..40: the fixture spans two decades and a half.
+    const spec = JSON.stringify(chartSpec(await load()))
+    expect(spec).toContain('"type":"log","domain":[0.1,100]')
+    expect(spec).toContain('"values":[0.1,0.2,0.5,1,2,5,10,20,50,100]')
+    const linear = JSON.stringify(chartSpec({ ...(await load()), scale: 'linear' }))
+    expect(linear).not.toContain('"type":"log"')
   })
 
   it('is the same text for the same results (a regenerated chart makes no diff)', async () => {
