@@ -91,7 +91,8 @@ export function chartSpec(results: BenchResults): TopLevelSpec {
       ...(results.note ? { subtitle: results.note, subtitleColor: '#555' } : {}),
     },
     data: { values: rows },
-    config: { font: 'sans-serif', view: { stroke: null } },
+    // No per-mark ARIA: the SVG carries a <title> and <desc> instead (see render.ts).
+    config: { font: 'sans-serif', view: { stroke: null }, aria: false },
   } as const
   if (groups.length === 1 && groups[0] === '') {
     return { ...common, width: 420, height: { step: 24 }, layer } as TopLevelSpec

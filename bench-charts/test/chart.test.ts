@@ -15,10 +15,10 @@ import {
 const fixture = join(import.meta.dirname, 'fixtures', 'small.chart.json')
 const load = async () => readResults(JSON.parse(await readFile(fixture, 'utf8')))
 const count = (text: string, part: string) => text.split(part).length - 1
-/** The dots: one `point` symbol per row. */
+/** The dots: the aria-labels of the symbols in every symbol-mark group, in drawing order. */
 const points = (svg: string) =>
-  [...svg.matchAll(/aria-label="([^"]*)"[^>]*aria-roledescription="point"/g)].map(
-    (match) => match[1],
+  [...svg.matchAll(/<g class="mark-symbol role-mark[^"]*"[^>]*>(.*?)<\/g>/g)].flatMap((group) =>
+    [...group[1]!.matchAll(/<path aria-label="([^"]*)"/g)].map((match) => match[1]),
   )
 
 describe('summarize', () => {
@@ -94,6 +94,9 @@ describe('renderSvg', () => {
       'batched: 40.0× (30.0×..40.0×)',
     ])
     expect(svg).toContain('× floor, same run (dot: median of 3 rounds, line: min..max)')
+    expect(svg).toContain(
+      '<title>Small fixture</title><desc>floor: 1.00×; single: 0.50×; batched: 40.0×</desc>',
+    )
   })
 
   it('draws one panel per group and one dot per row in each', async () => {
@@ -110,7 +113,7 @@ describe('renderSvg', () => {
     expect(svg).toContain('>first group<')
     expect(svg).toContain('>second group<')
     expect(points(svg)).toEqual(['peer: 1.00×', 'ours: 0.90×', 'peer: 1.00×', 'ours: 0.90×'])
-    expect(count(svg, 'aria-roledescription="point"')).toBe(4)
+    expect(count(svg, 'class="mark-symbol role-mark')).toBe(2)
   })
 
   it('puts ratios over 20× apart on a log axis ticked 1-2-5 per decade', async () => {
