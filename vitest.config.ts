@@ -10,6 +10,7 @@ export default defineConfig({
       'packages/*/vitest.config.ts',
       'test/vitest.config.ts',
       'examples/*/vitest.config.ts',
+      'bench-charts/vitest.config.ts',
     ],
   },
 })

@@ -7,8 +7,11 @@
  * 2. Many shards (tinybench): IDs spread over 1000 shards, where the per-shard cap is out of the
  *    way, against @sapphire/snowflake (which never checks its cap) and uuid v7.
  *
- * Runs alternate and the medians of several rounds are reported. `--json` prints JSON only.
+ * Runs alternate and the medians of several rounds are reported. `--json` prints JSON only;
+ * `--chart <file>` also writes every round's figures for bench-charts (see bench-charts/README.md).
  */
+import { writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg } from 'node:os'
 import { Snowflake } from '@sapphire/snowflake'
 import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { Bench } from 'tinybench'
@@ -104,6 +107,37 @@ const report = {
     shardflakeVsUuidv7: Number((many.shardflake! / many.uuidv7!).toFixed(3)),
   },
   targets: { oneShardOfCapacity: 0.95, manyShardsVsSapphire: 0.8 },
+}
+
+const chartAt = process.argv.indexOf('--chart')
+if (chartAt >= 0) {
+  const labels: Record<string, string> = {
+    shardflake: 'shardflake',
+    sapphire: '@sapphire/snowflake',
+    uuidv7: 'uuid v7',
+  }
+  const chart = {
+    title: 'In-process source against @sapphire/snowflake and uuid v7',
+    unit: 'IDs/s',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds, Node ${process.versions.node}`,
+      `Load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} cores at the end of the run`,
+    ],
+    baseline: '@sapphire/snowflake',
+    rows: [
+      ...Object.entries(oneShard).map(([name, runs]) => ({
+        group: `One shard, ${sustainedCount.toLocaleString('en')} IDs`,
+        label: labels[name]!,
+        values: runs.map((run) => Math.round(run.idsPerSecond)),
+      })),
+      ...Object.entries(manyShards).map(([name, values]) => ({
+        group: '1,000 shards (tinybench)',
+        label: labels[name]!,
+        values: values.map(Math.round),
+      })),
+    ],
+  }
+  writeFileSync(process.argv[chartAt + 1]!, JSON.stringify(chart))
 }
 
 if (json) {

@@ -1,6 +1,9 @@
 // IDs per second from RedisSource against a bare INCR (the floor), in one run, alternating.
-// Run after `pnpm build`: node bench/redis.bench.ts [--seconds 1] [--rounds 5] [--json]
+// Run after `pnpm build`: node bench/redis.bench.ts [--seconds 1] [--rounds 5] [--json] [--chart <file>]
+// `--chart` also writes every round's figures for bench-charts (see bench-charts/README.md).
 // REDIS_URL overrides redis://127.0.0.1:6379.
+import { writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg } from 'node:os'
 import { defineSharding, instagram } from '@shardflake/core'
 import { RedisSource, recommendedRedisOptions } from '@shardflake/redis'
 import { Redis } from 'ioredis'
@@ -111,6 +114,24 @@ const targets = {
     value: roundRatio('nextIds(100), 1 shard', 'nextId, 1 in flight'),
     target: 20,
   },
+}
+
+const chartAt = args.indexOf('--chart')
+if (chartAt >= 0) {
+  const chart = {
+    title: 'RedisSource against a bare INCR on the same Redis',
+    unit: 'IDs/s',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds of ${seconds} s per mode, Node ${process.versions.node}`,
+      `Load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} cores at the end of the run`,
+    ],
+    baseline: 'INCR, 1 in flight',
+    rows: modes.map((mode) => ({
+      label: mode.name,
+      values: samples.get(mode.name)!.map(Math.round),
+    })),
+  }
+  writeFileSync(args[chartAt + 1]!, JSON.stringify(chart))
 }
 
 if (json) {
