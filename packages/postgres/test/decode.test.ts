@@ -38,21 +38,27 @@ describe('IDs made by SQL decode in TypeScript', () => {
       const sharding = defineSharding({ layout, logicalShards: 8192 })
       await installPostgres(pool, { sharding, schema, schemaPrefix: `${schema}_s`, shards })
       for (const shard of shards) {
-        const before = Date.now()
+        // The database's clock, not this process's: an ID's time is at most marginMs (50 ms)
+        // behind the clock that made it, and at most maxDriftMs (1 s) ahead.
+        const clock = async () =>
+          Number(
+            (await raw<{ now: string }>(url, `SELECT ${schema}.now_ms()::text AS now`))[0]!.now,
+          )
+        const before = (await clock()) - 50
         const rows = await raw<{ id: string; shard: number; ts: Date; seq: number }>(
           url,
           `SELECT x::text AS id, ${schema}.shardflake_shard(x) AS shard, ${schema}.shardflake_timestamp(x) AS ts,
                 ${schema}.shardflake_sequence(x) AS seq
            FROM ${schema}_s${shard}.next_ids(2000) x`,
         )
-        const after = Date.now()
+        const after = await clock()
         for (const row of rows) {
           const decoded = layout.decompose(row.id)
           expect(decoded.shard).toBe(shard)
           expect(row.shard).toBe(shard)
           expect(decoded.sequence).toBe(row.seq)
           expect(decoded.timestampMs).toBe(row.ts.getTime())
-          expect(decoded.timestampMs).toBeGreaterThanOrEqual(before - 10)
+          expect(decoded.timestampMs).toBeGreaterThanOrEqual(before)
           expect(decoded.timestampMs).toBeLessThanOrEqual(after + 1000)
           if (layout === old) expect(BigInt(row.id) < 0n).toBe(true)
           else expect(BigInt(row.id) > 0n).toBe(true)

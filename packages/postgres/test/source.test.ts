@@ -283,4 +283,41 @@ describe('PostgresSource over two physical databases', () => {
     )
     expect(BigInt(seqAfter!.v) > BigInt(seqBefore!.v)).toBe(true)
   })
+
+  it('the first draws of fresh shards, and of shards idle for an hour, carry the current time, even when they meet', async () => {
+    await installPostgres(poolA, {
+      sharding,
+      schema: 'sf_fresh',
+      schemaPrefix: 'fresh_',
+      shards: '0-16',
+    })
+    const source = new PostgresSource({
+      sharding,
+      databases: poolA,
+      timeoutMs: 10_000,
+      schema: 'sf_fresh',
+      schemaPrefix: 'fresh_',
+    })
+    const clock = async () =>
+      Number((await raw<{ now: string }>(urlA, 'SELECT sf_fresh.now_ms()::text AS now'))[0]!.now)
+    await source.nextIds(16, 1) // the sharding check, before the calls that meet
+    /** 8 concurrent calls on each of 16 shards (8 connections); the oldest time any ID carries. */
+    const oldest = async () => {
+      const batches = await Promise.all(
+        Array.from({ length: 16 * 8 }, (_, i) => source.nextIds(Math.floor(i / 8), 7)),
+      )
+      return Math.min(...batches.flat().map((id) => sharding.layout.decompose(id).timestampMs))
+    }
+    // Fresh: an ID is at most marginMs (50 ms) behind the database's clock.
+    const before = await clock()
+    expect(await oldest()).toBeGreaterThanOrEqual(before - 50)
+    // An hour later (the database's clock moved forward): no call returns the hour-old values.
+    await raw(
+      urlA,
+      `CREATE OR REPLACE FUNCTION sf_fresh.now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+         SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint + 3600000 $$`,
+    )
+    const later = await clock()
+    expect(await oldest()).toBeGreaterThanOrEqual(later - 50)
+  })
 })

@@ -34,9 +34,10 @@ BEGIN
 END
 $$;
 
--- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock (that session is
--- moving the sequence).
+-- Called by a draw that found the sequence more than the margin behind the clock: moves it
+-- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
+-- moving it already. True: draw again, the sequence is where it should be. False only when that
+-- session held the lock all along: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION ${s}._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -45,17 +46,23 @@ DECLARE
   last bigint;
   target bigint;
   moved boolean := false;
+  waited integer := 0;
 BEGIN
   BEGIN
-    IF NOT pg_try_advisory_lock(${lock}) THEN
-      RETURN false;
-    END IF;
+    WHILE NOT pg_try_advisory_lock(${lock}) LOOP
+      IF waited >= ${o.maxWaitMs} THEN
+        RETURN false;
+      END IF;
+      PERFORM pg_sleep(0.001);
+      waited := waited + 1;
+    END LOOP;
     SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
     IF called THEN
       PERFORM setval(${gen}, g, false);
     END IF;
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM ${s}.id_seq;
+    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM ${s}.id_seq;
     target := ${nowV} - 1;
     IF target > ${n.maxValue} THEN
       PERFORM ${s}._exhausted();
@@ -72,7 +79,8 @@ BEGIN
     PERFORM ${s}._unlock();
     RAISE;
   END;
-  RETURN moved;
+  -- Moved here, or by another session since the caller drew: either way, draw again.
+  RETURN true;
 END
 $$;
 

@@ -46,7 +46,15 @@ END
 $shardflake$;
 
 -- Counts in ID space: value = time << ${n.S} | sequence. MAXVALUE is the end of the layout's time.
-CREATE SEQUENCE IF NOT EXISTS ${s}.id_seq AS bigint MINVALUE 0 MAXVALUE ${n.maxValue} START 0 CACHE ${o.cache} NO CYCLE;
+-- A new shard starts at the clock, so that its first IDs carry the time they are made.
+DO $shardflake$
+BEGIN
+  IF to_regclass('${s}.id_seq') IS NULL THEN
+    EXECUTE format('CREATE SEQUENCE ${s}.id_seq AS bigint MINVALUE 0 MAXVALUE ${n.maxValue} START %s CACHE ${o.cache} NO CYCLE',
+      greatest(0, least(${nowV} - 1, ${n.maxValue})));
+  END IF;
+END
+$shardflake$;
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
 -- for a fence being set meanwhile, and each statement here sees what committed before it).

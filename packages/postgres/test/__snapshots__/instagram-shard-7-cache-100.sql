@@ -11,7 +11,15 @@ END
 $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
-CREATE SEQUENCE IF NOT EXISTS "shard_7".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 100 NO CYCLE;
+-- A new shard starts at the clock, so that its first IDs carry the time they are made.
+DO $shardflake$
+BEGIN
+  IF to_regclass('"shard_7".id_seq') IS NULL THEN
+    EXECUTE format('CREATE SEQUENCE "shard_7".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START %s CACHE 100 NO CYCLE',
+      greatest(0, least((("shardflake".now_ms() - 1314220021721) << 10) - 1, 1125899906842623)));
+  END IF;
+END
+$shardflake$;
 
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
@@ -63,9 +71,10 @@ BEGIN
 END
 $$;
 
--- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock (that session is
--- moving the sequence).
+-- Called by a draw that found the sequence more than the margin behind the clock: moves it
+-- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
+-- moving it already. True: draw again, the sequence is where it should be. False only when that
+-- session held the lock all along: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION "shard_7"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -74,17 +83,23 @@ DECLARE
   last bigint;
   target bigint;
   moved boolean := false;
+  waited integer := 0;
 BEGIN
   BEGIN
-    IF NOT pg_try_advisory_lock(-573691797, 7) THEN
-      RETURN false;
-    END IF;
+    WHILE NOT pg_try_advisory_lock(-573691797, 7) LOOP
+      IF waited >= 2000 THEN
+        RETURN false;
+      END IF;
+      PERFORM pg_sleep(0.001);
+      waited := waited + 1;
+    END LOOP;
     SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
     IF called THEN
       PERFORM setval('"shard_7".id_gen'::regclass, g, false);
     END IF;
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM "shard_7".id_seq;
+    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_7".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
     IF target > 1125899906842623 THEN
       PERFORM "shard_7"._exhausted();
@@ -101,7 +116,8 @@ BEGIN
     PERFORM "shard_7"._unlock();
     RAISE;
   END;
-  RETURN moved;
+  -- Moved here, or by another session since the caller drew: either way, draw again.
+  RETURN true;
 END
 $$;
 

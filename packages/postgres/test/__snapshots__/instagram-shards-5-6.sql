@@ -96,7 +96,15 @@ END
 $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
-CREATE SEQUENCE IF NOT EXISTS "shard_5".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
+-- A new shard starts at the clock, so that its first IDs carry the time they are made.
+DO $shardflake$
+BEGIN
+  IF to_regclass('"shard_5".id_seq') IS NULL THEN
+    EXECUTE format('CREATE SEQUENCE "shard_5".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START %s CACHE 1 NO CYCLE',
+      greatest(0, least((("shardflake".now_ms() - 1314220021721) << 10) - 1, 1125899906842623)));
+  END IF;
+END
+$shardflake$;
 
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
@@ -148,9 +156,10 @@ BEGIN
 END
 $$;
 
--- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock (that session is
--- moving the sequence).
+-- Called by a draw that found the sequence more than the margin behind the clock: moves it
+-- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
+-- moving it already. True: draw again, the sequence is where it should be. False only when that
+-- session held the lock all along: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION "shard_5"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -159,17 +168,23 @@ DECLARE
   last bigint;
   target bigint;
   moved boolean := false;
+  waited integer := 0;
 BEGIN
   BEGIN
-    IF NOT pg_try_advisory_lock(-573691797, 5) THEN
-      RETURN false;
-    END IF;
+    WHILE NOT pg_try_advisory_lock(-573691797, 5) LOOP
+      IF waited >= 2000 THEN
+        RETURN false;
+      END IF;
+      PERFORM pg_sleep(0.001);
+      waited := waited + 1;
+    END LOOP;
     SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
     IF called THEN
       PERFORM setval('"shard_5".id_gen'::regclass, g, false);
     END IF;
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM "shard_5".id_seq;
+    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_5".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
     IF target > 1125899906842623 THEN
       PERFORM "shard_5"._exhausted();
@@ -186,7 +201,8 @@ BEGIN
     PERFORM "shard_5"._unlock();
     RAISE;
   END;
-  RETURN moved;
+  -- Moved here, or by another session since the caller drew: either way, draw again.
+  RETURN true;
 END
 $$;
 
@@ -432,7 +448,15 @@ END
 $shardflake$;
 
 -- Counts in ID space: value = time << 10 | sequence. MAXVALUE is the end of the layout's time.
-CREATE SEQUENCE IF NOT EXISTS "shard_6".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START 0 CACHE 1 NO CYCLE;
+-- A new shard starts at the clock, so that its first IDs carry the time they are made.
+DO $shardflake$
+BEGIN
+  IF to_regclass('"shard_6".id_seq') IS NULL THEN
+    EXECUTE format('CREATE SEQUENCE "shard_6".id_seq AS bigint MINVALUE 0 MAXVALUE 1125899906842623 START %s CACHE 1 NO CYCLE',
+      greatest(0, least((("shardflake".now_ms() - 1314220021721) << 10) - 1, 1125899906842623)));
+  END IF;
+END
+$shardflake$;
 
 -- A shard moved away from this database keeps its fence (MAXVALUE at the last value it may have
 -- issued): refused here, before the ALTER that would lift it, and again after it (the ALTER waits
@@ -484,9 +508,10 @@ BEGIN
 END
 $$;
 
--- Moves the sequence forward to the clock when it is more than the margin behind. True when it
--- moved; false when it did not need to or another session holds the lock (that session is
--- moving the sequence).
+-- Called by a draw that found the sequence more than the margin behind the clock: moves it
+-- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
+-- moving it already. True: draw again, the sequence is where it should be. False only when that
+-- session held the lock all along: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION "shard_6"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -495,17 +520,23 @@ DECLARE
   last bigint;
   target bigint;
   moved boolean := false;
+  waited integer := 0;
 BEGIN
   BEGIN
-    IF NOT pg_try_advisory_lock(-573691797, 6) THEN
-      RETURN false;
-    END IF;
+    WHILE NOT pg_try_advisory_lock(-573691797, 6) LOOP
+      IF waited >= 2000 THEN
+        RETURN false;
+      END IF;
+      PERFORM pg_sleep(0.001);
+      waited := waited + 1;
+    END LOOP;
     SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
     IF called THEN
       PERFORM setval('"shard_6".id_gen'::regclass, g, false);
     END IF;
     -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM "shard_6".id_seq;
+    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_6".id_seq;
     target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
     IF target > 1125899906842623 THEN
       PERFORM "shard_6"._exhausted();
@@ -522,7 +553,8 @@ BEGIN
     PERFORM "shard_6"._unlock();
     RAISE;
   END;
-  RETURN moved;
+  -- Moved here, or by another session since the caller drew: either way, draw again.
+  RETURN true;
 END
 $$;
 
