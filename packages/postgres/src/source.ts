@@ -234,7 +234,7 @@ export class PostgresSource implements IdSource {
     const rows = await withDeadline(
       async () => {
         const database = await this.connections.open(target, what)
-        await this.verify(database, call)
+        await this.verify(database)
         return query
           ? await this.guard(() => query(sql, [count]), shard, what)
           : await this.connections.run(database, sql, [count], call, (error, extra) =>
@@ -285,9 +285,11 @@ export class PostgresSource implements IdSource {
   }
 
   /** Once per database, in one query: the sharding recorded there must be this source's. */
-  private verify(database: SqlClient, call: Call): Promise<void> {
+  private verify(database: SqlClient): Promise<void> {
     let check = this.verified.get(database)
     if (!check) {
+      // Shared by every caller that arrives meanwhile: not cancelled when one of them gives up.
+      const call: Call = {}
       check = readShardingFrom(
         async (text, params) => [
           ...(await this.connections.run(database, text, params ?? [], call, (error, extra) =>

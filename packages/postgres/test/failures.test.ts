@@ -194,6 +194,24 @@ describe('failures of a call are typed errors with the driver error as cause', (
     )
   })
 
+  it('a caller giving up during the first call (the shared sharding check) fails alone', async () => {
+    for (let round = 0; round < 5; round++) {
+      const fresh = new pg.Pool({ connectionString: url, max: 4 })
+      fresh.on('error', () => undefined)
+      try {
+        const source = new PostgresSource({ sharding, databases: fresh })
+        const [given, kept] = await Promise.allSettled([
+          source.nextIds(SHARD, 1, { signal: AbortSignal.timeout(2) }),
+          source.nextIds(SHARD, 20),
+        ])
+        if (given.status === 'rejected') expect(given.reason).toBeInstanceOf(CancelledError)
+        expect(kept.status).toBe('fulfilled')
+      } finally {
+        await fresh.end()
+      }
+    }
+  })
+
   it('a server that refuses connections: ConnectionRefusedError; close() ends the pools it opened', async () => {
     const nowhere = new PostgresSource({
       sharding,
