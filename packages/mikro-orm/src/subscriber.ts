@@ -139,7 +139,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   /** Checks the sharded keys of discovered entities (see `checkShardedKeys`). */
   private checkMetadata(all: Map<unknown, EntityMetadata> | Record<string, EntityMetadata>): void {
     const metas = all instanceof Map ? [...all.values()] : Object.values(all)
-    checkShardedKeys(metas, this.idType)
+    checkShardedKeys(metas, this.idType, this.placement.sharding)
   }
 
   /** `onCreate` of a sharded key: an ID now for a sync source whose shard key is known. */

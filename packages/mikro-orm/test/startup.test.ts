@@ -9,6 +9,7 @@ import {
   InProcessSource,
   InvalidShardRuleError,
   ShardConflictError,
+  ShardOutOfRangeError,
 } from '@shardflake/core'
 import { afterAll, describe, expect, it } from 'vitest'
 import { shardedId, shardedIds } from '../src'
@@ -85,6 +86,18 @@ describe('shard rules, checked when MikroORM starts', () => {
   it('refuses a rule naming no property of the entity', async () => {
     await expect(start([postWith({ shardBy: 'writer' })])).rejects.toThrow(
       /shardBy 'writer' names no property of Post/,
+    )
+  })
+
+  it('refuses a fixed shard outside the logical shards', async () => {
+    const Fixed = defineEntity({
+      name: 'Fixed',
+      properties: { id: shardedId({ shard: 16 }), body: p.string() },
+    })
+    const failure = start([Fixed])
+    await expect(failure).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    await expect(failure).rejects.toThrow(
+      /Fixed \(\{ shard: 16 \}\) is on shard 16, outside the 16 logical shards/,
     )
   })
 
