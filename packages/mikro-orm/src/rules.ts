@@ -98,6 +98,7 @@ function checkFields(
   const field = kind ? rule[kind] : undefined
   if (!kind || typeof field !== 'string') return
   const prop = meta.properties[field]
+  if (!prop && onPrototype(meta, field)) return // a getter: a legitimate key, not a column
   if (!prop) {
     throw new InvalidShardRuleError(
       `${meta.className}: ${kind} '${field}' names no property of ${meta.className}.`,
@@ -119,6 +120,12 @@ function checkFields(
       `${meta.className}: sameShardAs '${field}' points at ${target.className}, whose key is not a sharded ID, so it has no shard to share. Use { shardBy: '${field}' } to use its key as a plain shard key.`,
     )
   }
+}
+
+/** A getter or method of the entity class (not a property MikroORM maps). */
+function onPrototype(meta: EntityMetadata, field: string): boolean {
+  const target: unknown = meta.class
+  return typeof target === 'function' && field in (target.prototype as object)
 }
 
 function applyIdType(meta: EntityMetadata, prop: EntityProperty, idType: IdType): void {

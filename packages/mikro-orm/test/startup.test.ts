@@ -3,6 +3,7 @@
  * columns it can serve, one shardedIds() per ORM.
  */
 import { defineEntity, type EntityName, type MikroORM, p } from '@mikro-orm/core'
+import { Entity, Property } from '@mikro-orm/decorators/legacy'
 import { asAsync, postgresUrl, testSharding } from '@shardflake/conformance'
 import {
   ConfigurationError,
@@ -13,6 +14,7 @@ import {
 } from '@shardflake/core'
 import { afterAll, describe, expect, it } from 'vitest'
 import { shardedId, shardedIds } from '../src'
+import { ShardedId } from '../src/legacy'
 import { openOrm } from './support/blog'
 
 const sharding = testSharding(16)
@@ -87,6 +89,24 @@ describe('shard rules, checked when MikroORM starts', () => {
     await expect(start([postWith({ shardBy: 'writer' })])).rejects.toThrow(
       /shardBy 'writer' names no property of Post/,
     )
+  })
+
+  it('accepts shardBy on a getter of the entity class', async () => {
+    @Entity({ tableName: 'orders' })
+    class Order {
+      @ShardedId<Order>({ shardBy: 'region' }) id!: bigint
+      @Property({ type: 'string' }) address!: string
+      get region(): string {
+        return this.address.split(',').at(-1)!.trim()
+      }
+    }
+    const orm = await openOrm('postgres', postgresUrl(), [Order], [shardedIds({ source })])
+    try {
+      const order = orm.em.fork().create(Order, { address: '1 Main St, Lyon' } as Order)
+      expect(sharding.shardOfId(order.id)).toBe(sharding.shardForKey('Lyon'))
+    } finally {
+      await orm.close(true)
+    }
   })
 
   it('refuses a fixed shard outside the logical shards', async () => {
