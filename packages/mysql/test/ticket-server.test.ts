@@ -521,6 +521,8 @@ describe('TicketServerSource on two real servers', () => {
       expect(all).toHaveLength(40)
       expect(new Set([...warm, ...all]).size).toBe(48)
       expect(all.every((id) => id % 2n === 1n)).toBe(true) // all from the healthy server
+      // Installing needs every server: a hung one fails it after timeoutMs, changing nothing.
+      await expect(installTicketServers(options)).rejects.toBeInstanceOf(SourceUnavailableError)
       await expect(source.nextIds(0, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
     } finally {
       hung.resume()

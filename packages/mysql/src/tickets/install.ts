@@ -1,4 +1,9 @@
-import { ConfigurationError, InvalidArgumentError, SourceUnavailableError } from '@shardflake/core'
+import {
+  ConfigurationError,
+  InvalidArgumentError,
+  SourceUnavailableError,
+  withDeadline,
+} from '@shardflake/core'
 import { driverError, isServerFailure, translateError } from '../errors'
 import type { MysqlDialect } from '../sql/options'
 import {
@@ -75,7 +80,7 @@ export async function installTicketServers(options: InstallTicketServersOptions)
     throw new InvalidArgumentError('startAbove must be a bigint of at least 0n.')
   }
   const wanted: TicketSettings[] = config.useServerSettings
-    ? await everyServer(servers, serverVariables)
+    ? await everyServer(servers, serverVariables, config.timeoutMs)
     : servers.map((server) => ({ increment: config.increment, offset: server.offset }))
   if (config.useServerSettings) {
     checkSettings(
@@ -85,7 +90,7 @@ export async function installTicketServers(options: InstallTicketServersOptions)
     )
   }
   // What every server holds now; nothing is changed before all were read.
-  const rows = await everyServer(servers, readRow)
+  const rows = await everyServer(servers, readRow, config.timeoutMs)
   const changed = servers.filter((_, i) => {
     const row = rows[i]
     return row !== undefined && !sameSettings(row, wanted[i]!)
@@ -172,20 +177,24 @@ export async function installTicketServers(options: InstallTicketServersOptions)
   }
 }
 
-/** `read` on every server; one that cannot be reached fails the whole call. */
+/**
+ * `read` on every server; one that cannot be reached, or does not answer within `timeoutMs`,
+ * fails the whole call before anything is changed.
+ */
 async function everyServer<T>(
   servers: readonly ServerEntry[],
   read: (server: ServerEntry) => Promise<T>,
+  timeoutMs: number,
 ): Promise<T[]> {
   return await Promise.all(
     servers.map(async (server) => {
       try {
-        return await read(server)
+        return await withDeadline(() => read(server), { timeoutMs, what: server.what })
       } catch (error) {
         const translated = translateError(error, { what: server.what })
         if (!isServerFailure(translated)) throw translated
         throw new SourceUnavailableError(
-          `${server.what} could not be reached: installTicketServers needs every server of the sequence. Nothing was changed.`,
+          `${server.what} could not be reached, or did not answer within ${timeoutMs} ms: installTicketServers needs every server of the sequence. Nothing was changed.`,
           { cause: error },
         )
       }
