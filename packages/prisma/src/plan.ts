@@ -8,7 +8,7 @@ import {
   toBigInt,
 } from '@shardflake/core'
 import type { ShardedModels } from './metadata'
-import { type NewRow, type Question, type Row, shardOf } from './rows'
+import { type ExistingRow, type NewRow, type Question, type Row, shardOf } from './rows'
 import { type Data, isObject, isScalar, list, walkOf } from './walk'
 
 /**
@@ -41,10 +41,10 @@ export class IdPlan {
         break
       case 'upsert':
         this.create(model, args.create)
-        this.update(model, args.update, args.where, false)
+        this.update(model, args.update, args.where, 'maybe')
         break
       case 'update':
-        this.update(model, args.data, args.where, true)
+        this.update(model, args.data, args.where, 'exists')
         break
     }
     return this
@@ -132,6 +132,13 @@ export class IdPlan {
   private async answer({ row, name, relation, field }: Question, find: FindField): Promise<void> {
     if (!name || !relation) {
       const value = await find(row.model, { ...row.data }, field)
+      if (!isScalar(value) && row.kind === 'existing' && row.askable === 'maybe') {
+        // No such row: the upsert creates, its update branch does not run. The rows that branch
+        // would create get no ID (if another writer creates the row in between, Prisma runs the
+        // branch and the database refuses rows without an ID).
+        this.drop(row)
+        return
+      }
       if (!isScalar(value)) {
         throw new MissingShardKeyError(
           `No ${row.model} with a ${field} where ${stringifyIds(row.data)}: the rows created under it have no shard.`,
@@ -168,8 +175,11 @@ export class IdPlan {
     }
   }
 
-  /** Forgets `root` and the rows under it (a `connectOrCreate` that connects creates nothing). */
-  private drop(root: NewRow) {
+  /**
+   * Forgets the rows under `root`, and `root` itself: a `connectOrCreate` that connects creates
+   * nothing, an upsert that creates runs no update branch.
+   */
+  private drop(root: Row) {
     const dropped = new Set<Row>([root])
     let more = true
     while (more) {
@@ -208,7 +218,7 @@ export class IdPlan {
     return [row]
   }
 
-  private update(model: string, data: unknown, where: unknown, askable: boolean) {
+  private update(model: string, data: unknown, where: unknown, askable: ExistingRow['askable']) {
     const meta = this.models[model]
     if (!meta || !isObject(data)) return
     const known = isObject(where) ? where : {}
@@ -236,15 +246,16 @@ export class IdPlan {
       for (const item of list(write.upsert)) {
         if (!isObject(item)) continue
         this.create(relation.model, item.create, parent)
-        this.update(relation.model, item.update, item.where, false)
+        this.update(relation.model, item.update, item.where, isObject(item.where) && 'maybe')
       }
       for (const item of list(write.update)) {
         if (!isObject(item)) continue
         const wrapped =
           relation.list ||
           (isObject(item.data) && Object.keys(item).every((k) => k === 'data' || k === 'where'))
-        if (wrapped) this.update(relation.model, item.data, item.where, isObject(item.where))
-        else this.update(relation.model, item, undefined, false)
+        if (wrapped) {
+          this.update(relation.model, item.data, item.where, isObject(item.where) && 'exists')
+        } else this.update(relation.model, item, undefined, false)
       }
     }
   }

@@ -21,8 +21,12 @@ export interface ExistingRow {
   readonly meta: ModelMetadata
   readonly data: Data
   readonly links: Map<string, Row>
-  /** True when a missing field may be read from the database and pinned into `where`. */
-  readonly askable: boolean
+  /**
+   * Whether a missing field may be read from the database and pinned into `where`: `'exists'`
+   * (an update: no row is an error), `'maybe'` (an upsert: no row means its update branch does
+   * not run) or `false`.
+   */
+  readonly askable: 'exists' | 'maybe' | false
 }
 
 export type Row = NewRow | ExistingRow
@@ -52,7 +56,9 @@ export function lookup(row: Row, field: string): Lookup {
   const own = row.data[field]
   if (isScalar(own)) return { value: own }
   if (row.kind === 'existing') {
-    return row.askable && Object.keys(row.data).length > 0 ? { ask: { row, field } } : undefined
+    return row.askable !== false && Object.keys(row.data).length > 0
+      ? { ask: { row, field } }
+      : undefined
   }
   for (const [name, relation] of Object.entries(row.meta.relations ?? {})) {
     const index = relation.fields?.indexOf(field) ?? -1

@@ -204,6 +204,31 @@ describe.each([
       expect(shardOf(stored.id)).toBe(shardOf(created.id))
     })
 
+    it('by a unique field: the update branch places its children with the row read, or does not run', async () => {
+      const upsert = (email: string, title: string) =>
+        prisma.author.upsert({
+          where: { email },
+          create: { email, posts: { create: { title: `${title} (created)` } } },
+          update: { posts: { create: { title: `${title} (updated)` } } },
+        })
+      // the author exists: the update branch runs, its post goes with the author read
+      await upsert('ada@example.com', 'upsert ada')
+      const [post] = await raw.query(
+        `SELECT id, author_id FROM posts WHERE title = 'upsert ada (updated)'`,
+      )
+      expect(String(post?.author_id)).toBe(String(ada))
+      expect(shardOf(post?.id)).toBe(shardOf(ada))
+      expect(seen[0]?.args.where).toEqual({ email: 'ada@example.com', id: ada })
+      // the author does not exist: the create branch runs, with its post
+      const margaret = await upsert('margaret@example.com', 'upsert margaret')
+      expect(shardOf(margaret.id)).toBe(sharding.shardForKey('margaret@example.com'))
+      const posts = await raw.query(
+        `SELECT id, author_id, title FROM posts WHERE title LIKE 'upsert margaret%'`,
+      )
+      expect(posts.map((p) => p.title)).toEqual(['upsert margaret (created)'])
+      expect(shardOf(posts[0]?.id)).toBe(shardOf(margaret.id))
+    })
+
     it('nested upsert in a to-many relation: the created child follows the parent', async () => {
       const post = await prisma.post.create({ data: { title: 'nested upsert', authorId: ada } })
       await prisma.post.update({
