@@ -114,11 +114,12 @@ describe('a caller giving up during the first calls fails alone', () => {
 describe('the first IDs of freshly installed shards carry the current time', () => {
   const shards = Array.from({ length: sharding.logicalShards }, (_, shard) => shard)
   const notBefore = () => Date.now() - 3_600_000
+  const CALLERS = 16
   const oldBatches = async (source: IdSource) => {
     const old: string[] = []
     for (const shard of shards) {
       const batches = await Promise.all(
-        Array.from({ length: 8 }, () => Promise.resolve(source.nextIds(shard, 7))),
+        Array.from({ length: CALLERS }, () => Promise.resolve(source.nextIds(shard, 7))),
       )
       for (const batch of batches) {
         if (sharding.layout.timeOf(batch[0]!).getTime() < notBefore()) {
@@ -129,21 +130,25 @@ describe('the first IDs of freshly installed shards carry the current time', () 
     return old
   }
 
-  test('PostgresSource, 8 concurrent first calls on each of 64 new shards', async () => {
-    const admin = new pg.Pool({ connectionString: postgres.url, max: 2 })
-    await admin.query('CREATE DATABASE fresh_shards')
-    await admin.end()
-    const url = postgres.url.replace(/\/postgres$/, '/fresh_shards')
-    const pool = new pg.Pool({ connectionString: url, max: 8 })
-    await installPostgres(pool, { sharding, shards: 'all' })
-    const source = new PostgresSource({ sharding, databases: pool })
-    expect(await oldBatches(source)).toEqual([])
-    await source.close()
-    await pool.end()
+  test('PostgresSource, 16 concurrent first calls on each of 64 new shards, in 3 databases', async () => {
+    const old: string[] = []
+    for (const database of ['fresh_a', 'fresh_b', 'fresh_c']) {
+      const admin = new pg.Pool({ connectionString: postgres.url, max: 1 })
+      await admin.query(`CREATE DATABASE ${database}`)
+      await admin.end()
+      const url = postgres.url.replace(/\/postgres$/, `/${database}`)
+      const pool = new pg.Pool({ connectionString: url, max: CALLERS })
+      await installPostgres(pool, { sharding, shards: 'all' })
+      const source = new PostgresSource({ sharding, databases: pool })
+      old.push(...(await oldBatches(source)).map((batch) => `${database}, ${batch}`))
+      await source.close()
+      await pool.end()
+    }
+    expect(old).toEqual([])
   })
 
-  test('MysqlSource, 8 concurrent first calls on each of 64 new shards', async () => {
-    const pool = mysqlPool(mariadb.port, 'root', 8)
+  test('MysqlSource, 16 concurrent first calls on each of 64 new shards', async () => {
+    const pool = mysqlPool(mariadb.port, 'root', CALLERS)
     await installMysql(pool, { sharding, shards: 'all', schemaPrefix: 'fresh_' })
     const source = new MysqlSource({ sharding, databases: pool, schemaPrefix: 'fresh_' })
     expect(await oldBatches(source)).toEqual([])
