@@ -15,6 +15,8 @@ export default mergeConfig(
       fileParallelism: false,
       testTimeout: 240_000,
       hookTimeout: 120_000,
+      // The global teardown sorts every ID of the run (tens of millions) on the main thread.
+      teardownTimeout: 60_000,
       globalSetup: ['./test/global-setup.ts'],
     },
   }),
