@@ -17,6 +17,8 @@ interface QueryHookParams<A, R> {
   operation: string
   args: A
   query: (args: A) => PromiseLike<R>
+  /** Prisma's request, not in its public types: read only to know whether a transaction runs. */
+  __internalParams?: { transaction?: unknown }
 }
 
 /** What {@link shardedIds} takes. */
@@ -151,9 +153,11 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
       },
     }
 
-    const fill = async <A, R>({ model, operation, args, query }: QueryHookParams<A, R>) => {
+    const fill = async <A, R>(params: QueryHookParams<A, R>) => {
+      const { model, operation, args, query } = params
       const plan = new IdPlan(models).operation(model, operation, args)
-      if (!plan.empty) await plan.assign(source, find)
+      const inTransaction = params.__internalParams?.transaction !== undefined
+      if (!plan.empty) await plan.assign(source, find, inTransaction)
       if (operation === 'createMany' || operation === 'createManyAndReturn') plan.writeIdsAsText()
       return query(args)
     }

@@ -2,6 +2,7 @@ import {
   allocateIds,
   ConfigurationError,
   type IdSource,
+  InvalidArgumentError,
   MissingShardKeyError,
   type Sharding,
   stringifyIds,
@@ -24,6 +25,8 @@ export type FindField = (model: string, where: Data, field: string) => Promise<u
  */
 export class IdPlan {
   private readonly rows: NewRow[] = []
+  /** True inside a transaction: rows it wrote are not visible to `find`. */
+  private inTransaction = false
 
   constructor(private readonly models: ShardedModels) {}
 
@@ -79,7 +82,8 @@ export class IdPlan {
    * Places every row, answering questions with `find` first, then allocates; throws before
    * allocating anything if a key is missing.
    */
-  async assign(source: IdSource, find: FindField): Promise<void> {
+  async assign(source: IdSource, find: FindField, inTransaction = false): Promise<void> {
+    this.inTransaction = inTransaction
     const sharding = source.sharding
     let open = this.rows.filter((row) => row.id === undefined)
     // A source without a sharding (ticket servers) makes plain IDs with no shard in them: every
@@ -160,6 +164,11 @@ export class IdPlan {
     } else if (connect) {
       throw new MissingShardKeyError(
         `${row.model}.${name}: no ${relation.model} where ${stringifyIds(where)} to connect to, so the new ${row.model} has no shard.`,
+      )
+    } else if (this.inTransaction) {
+      // A parent this transaction created is invisible to the read: connect or create is unknown.
+      throw new InvalidArgumentError(
+        `${row.model}.${name}: connectOrCreate inside a transaction found no committed ${relation.model} where ${stringifyIds(where)}, and one created earlier in the transaction cannot be seen from outside it, so whether this write connects or creates (and where the new ${row.model} goes) is unknown. Use connect when the ${relation.model} exists, create when it does not.`,
       )
     } else {
       // The parent is created: the child goes where the created parent goes.

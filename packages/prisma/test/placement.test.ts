@@ -5,7 +5,7 @@
  * `createMany`. Checked through raw SQL by decoding the child's and the parent's IDs.
  */
 import { CountingSource, type RawDatabase, testSharding } from '@shardflake/conformance'
-import { InProcessSource } from '@shardflake/core'
+import { InProcessSource, InvalidArgumentError } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { blogClient } from './support/clients'
 import { blogDatabase } from './support/database'
@@ -141,6 +141,51 @@ describe.each([
       expect(String(created.authorId)).toBe(String(linus?.id))
       expect(shardOf(linus?.id)).toBe(sharding.shardForKey('linus@example.com'))
       expect(shardOf(created.id)).toBe(shardOf(linus?.id))
+    })
+  })
+
+  describe('inside an interactive transaction', () => {
+    it('connectOrCreate of a parent the transaction created is refused, never duplicated', async () => {
+      const error = await prisma
+        .$transaction(async (tx) => {
+          const post = await tx.post.create({ data: { title: 'tx parent', authorId: ada } })
+          await tx.comment.create({
+            data: {
+              body: 'tx child',
+              post: {
+                connectOrCreate: {
+                  where: { id: post.id },
+                  create: { title: 'tx duplicate', authorId: ada },
+                },
+              },
+            },
+          })
+        })
+        .catch((caught: unknown) => caught)
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect((error as Error).message).toContain('Use connect when the Post exists')
+      const titles = await raw.query(`SELECT title FROM posts WHERE title LIKE 'tx %'`)
+      expect(titles).toHaveLength(0)
+    })
+
+    it('connectOrCreate of a committed parent connects it', async () => {
+      const committed = await prisma.post.create({ data: { title: 'committed', authorId: ada } })
+      await prisma.$transaction(async (tx) =>
+        tx.comment.create({
+          data: {
+            body: 'tx child of committed',
+            post: {
+              connectOrCreate: {
+                where: { id: committed.id },
+                create: { title: 'never', authorId: ada },
+              },
+            },
+          },
+        }),
+      )
+      const stored = await comment('tx child of committed')
+      expect(stored.postId).toBe(String(committed.id))
+      expect(shardOf(stored.id)).toBe(shardOf(committed.id))
     })
   })
 
