@@ -72,6 +72,7 @@ export type ShardflakeErrorCode =
   | 'SOURCE_UNAVAILABLE'
   | 'LEASE_EXPIRED'
   | 'NO_FREE_LEASE'
+  | 'SHARD_KEY_CHANGED'
 
 const RETRYABLE = new Set<ShardflakeErrorCode>([
   'CLOCK_MOVED_BACKWARDS',
@@ -263,4 +264,14 @@ export class LeaseExpiredError extends ShardflakeError {
 /** Every worker the registry may lease is held by a live holder. Retry after a TTL, or use a layout with more worker bits. */
 export class NoFreeLeaseError extends ShardflakeError {
   static override readonly code = 'NO_FREE_LEASE'
+}
+
+/**
+ * A row got its ID early (an ORM that assigns keys when an entity is created), then its shard key
+ * or parent changed so that its rule now places it on another shard, and another row already
+ * references that ID: it cannot be replaced. Nothing was written. Set the key (or parent) before
+ * the ID is made.
+ */
+export class ShardKeyChangedError extends ShardflakeError {
+  static override readonly code = 'SHARD_KEY_CHANGED'
 }

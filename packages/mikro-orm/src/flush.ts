@@ -7,7 +7,7 @@ import {
   type UnitOfWork,
 } from '@mikro-orm/core'
 import type { Sharding } from '@shardflake/core'
-import { ShardKeyChangedError } from './errors'
+import { ShardKeyChangedError } from '@shardflake/core'
 import type { Placement } from './placement'
 import { isToOne } from './rules'
 import { shardedKeyOf } from './sharded-id'

@@ -1,6 +1,6 @@
+export { ShardKeyChangedError } from '@shardflake/core'
 export { assignShardedIds } from './assign'
 export { shardedId } from './define-entity'
-export { ShardKeyChangedError } from './errors'
 export type {
   IdType,
   ShardedIdOptions,
