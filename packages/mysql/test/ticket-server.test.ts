@@ -507,13 +507,15 @@ describe('TicketServerSource on two real servers', () => {
           { pool: hungPool, database: `${PREFIX}hang_b` },
         ],
         sequence: 'hang',
-        timeoutMs: 500,
+        timeoutMs: 2000,
         retryAfterMs: 60_000,
       }
       await installTicketServers(options)
       const source = new TicketServerSource(options)
       // Both answer, and the pools hold open connections to both.
-      const warm = await Promise.all(Array.from({ length: 8 }, () => source.nextId(0)))
+      await Promise.all(Array.from({ length: 8 }, () => hungPool.query('SELECT 1')))
+      const warm: bigint[] = []
+      for (let i = 0; i < 8; i++) warm.push(await source.nextId(0))
       expect(new Set(warm.map((id) => id % 2n))).toEqual(new Set([0n, 1n]))
       hung.pause()
       const served = await Promise.all(Array.from({ length: 8 }, () => source.nextIds(0, 5)))
@@ -535,7 +537,7 @@ describe('TicketServerSource on two real servers', () => {
     const hung = await startMariadb()
     const hungPool = createPool(hung.url, { connectionLimit: 2 })
     try {
-      const options = { servers: [hungPool], sequence: 'alone', timeoutMs: 300 }
+      const options = { servers: [hungPool], sequence: 'alone', timeoutMs: 1000 }
       await installTicketServers(options)
       const source = new TicketServerSource(options)
       await source.nextId(0)
