@@ -80,11 +80,18 @@ export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
   const checked = checkModels(models)
   for (const model of datamodel.models) {
     const rule = checked[model.name]?.rule
-    if (!rule || !('shardBy' in rule) || typeof rule.shardBy !== 'string') continue
-    const key = model.fields.find((f) => f.name === rule.shardBy)
-    if (key && !KEY_TYPES.has(key.type)) {
+    if (!rule || 'shard' in rule) continue
+    const ref = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
+    const key = model.fields.find((f) => f.name === ref)
+    if (!key) continue
+    if ('shardBy' in rule && !KEY_TYPES.has(key.type)) {
       throw new ConfigurationError(
         `${model.name}: shardBy '${key.name}' is a ${key.type}; shard keys are BigInt, Int or String fields.`,
+      )
+    }
+    if ('sameShardAs' in rule && key.type !== 'BigInt') {
+      throw new InvalidShardRuleError(
+        `${model.name}: sameShardAs '${key.name}' is a ${key.type}; it must hold a parent's sharded ID, a BigInt.`,
       )
     }
   }

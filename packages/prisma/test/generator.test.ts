@@ -180,6 +180,16 @@ model User {
     },
   )
 
+  it('refuses sameShardAs on a field that cannot hold a sharded ID', async () => {
+    const stderr = await failure(
+      'same-int',
+      'model Item {\n  /// @shardedId(sameShardAs: parentId)\n  id BigInt @id\n  parentId Int\n}',
+    )
+    expect(stderr).toContain(
+      "Item: sameShardAs 'parentId' is a Int; it must hold a parent's sharded ID",
+    )
+  })
+
   it('refuses sameShardAs towards a model whose ID is not sharded', async () => {
     const stderr = await failure(
       'same-plain',
