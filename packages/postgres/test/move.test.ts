@@ -274,7 +274,7 @@ describe.each([
       for (const url of [urlA, urlB]) {
         const [locks] = await raw<{ n: string }>(
           url,
-          `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory'`,
+          `SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
         )
         expect(locks!.n).toBe('0')
       }

@@ -4,7 +4,9 @@ import {
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
+  readDuration,
   type Sharding,
+  SOURCE_DEFAULTS,
 } from '@shardflake/core'
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 
@@ -55,14 +57,15 @@ export interface PostgresSqlOptions extends PostgresSchemaOptions {
   /**
    * How far ahead of the clock the sequence may run (bursts above 2^sequenceBits IDs per time
    * unit borrow the next units; a clock that stepped back leaves it ahead) before calls wait for
-   * the clock.
-   * @default 1000
+   * the clock. One call may take at most (`maxDriftMs` + `maxWaitMs`) x capacity IDs; beyond it
+   * the call fails with SQLSTATE `SF006` (overloaded).
+   * @default SOURCE_DEFAULTS.maxDriftMs (1000)
    */
   maxDriftMs?: number
   /**
    * The longest one call waits for the clock; beyond it the call fails with SQLSTATE `SF001`
-   * and issues nothing.
-   * @default 2000
+   * and issues nothing. Keep it below the sources' `timeoutMs`.
+   * @default SOURCE_DEFAULTS.maxWaitMs (100)
    */
   maxWaitMs?: number
   /**
@@ -139,8 +142,10 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
     worker,
     cache: integer('cache', options.cache ?? 1, 1, 1_000_000),
     marginMs: integer('marginMs', options.marginMs ?? 50, 1, 3_600_000),
-    maxDriftMs: integer('maxDriftMs', options.maxDriftMs ?? 1000, 0, 86_400_000),
-    maxWaitMs: integer('maxWaitMs', options.maxWaitMs ?? 2000, 0, 3_600_000),
+    maxDriftMs: readDuration('maxDriftMs', options.maxDriftMs, SOURCE_DEFAULTS.maxDriftMs),
+    maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, SOURCE_DEFAULTS.maxWaitMs, {
+      max: 3_600_000,
+    }),
     reserveFrom: integer('reserveFrom', options.reserveFrom ?? 128, 1, 2_147_483_647),
     lockKey: fnv1a32(`shardflake:${schema}`) | 0,
   }

@@ -172,7 +172,7 @@ DECLARE
 BEGIN
   BEGIN
     WHILE NOT pg_try_advisory_lock(-573691797, 5) LOOP
-      IF waited >= 2000 THEN
+      IF waited >= 100 THEN
         RETURN false;
       END IF;
       PERFORM pg_sleep(0.001);
@@ -239,10 +239,10 @@ BEGIN
   LOOP
     ahead := ((v >> 10) * 1 + 1314220021721) - "shardflake".now_ms() - 1000;
     EXIT WHEN ahead <= 0;
-    IF waited + ahead > 2000 THEN
+    IF waited + ahead > 100 THEN
       RAISE EXCEPTION USING ERRCODE = 'SF001',
-        MESSAGE = format('shardflake: shard 5: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
-        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 2000)::text,
+        MESSAGE = format('shardflake: shard 5: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 100): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
+        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 100)::text,
         HINT = 'Check the clock (NTP slew, not step), or draw fewer IDs per ms from this shard.';
     END IF;
     PERFORM pg_sleep(ahead / 1000.0);
@@ -274,7 +274,7 @@ BEGIN
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
     first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
-    refused := first + n - 1 > nv + 3072000;
+    refused := first + n - 1 > nv + 1126400;
     IF NOT refused AND first + n - 1 > 1125899906842623 THEN
       PERFORM "shard_5"._exhausted();
     END IF;
@@ -288,15 +288,15 @@ BEGIN
     PERFORM "shard_5"._unlock();
     RAISE;
   END;
-  IF refused AND n > 3072000 THEN
+  IF refused AND n > 1126400 THEN
     -- The batch alone is more than the shard makes within the drift and the wait: overload.
     RAISE EXCEPTION USING ERRCODE = 'SF006',
-      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 2000 ms), at most 3072000 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
-      DETAIL = json_build_object('count', n, 'maxIds', 3072000, 'maxDriftMs', 1000, 'maxWaitMs', 2000)::text;
+      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 100 ms), at most 1126400 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
+      DETAIL = json_build_object('count', n, 'maxIds', 1126400, 'maxDriftMs', 1000, 'maxWaitMs', 100)::text;
   ELSIF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
-      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 2000 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
-      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 2000)::text;
+      MESSAGE = format('shardflake: shard 5: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 100 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
+      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 100)::text;
   END IF;
   IF first + n - 1 > nv + 1024000 THEN
     PERFORM "shard_5"._throttle(first + n - 1);
@@ -524,7 +524,7 @@ DECLARE
 BEGIN
   BEGIN
     WHILE NOT pg_try_advisory_lock(-573691797, 6) LOOP
-      IF waited >= 2000 THEN
+      IF waited >= 100 THEN
         RETURN false;
       END IF;
       PERFORM pg_sleep(0.001);
@@ -591,10 +591,10 @@ BEGIN
   LOOP
     ahead := ((v >> 10) * 1 + 1314220021721) - "shardflake".now_ms() - 1000;
     EXIT WHEN ahead <= 0;
-    IF waited + ahead > 2000 THEN
+    IF waited + ahead > 100 THEN
       RAISE EXCEPTION USING ERRCODE = 'SF001',
-        MESSAGE = format('shardflake: shard 6: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 2000): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
-        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 2000)::text,
+        MESSAGE = format('shardflake: shard 6: the sequence is %s ms ahead of the clock (%s ms allowed, waited %s ms of at most 100): the clock stepped back, or IDs were drawn faster than 1024 per ms for longer than the drift allows. No ID was issued.', ahead + 1000, 1000, waited),
+        DETAIL = json_build_object('aheadMs', ahead + 1000, 'maxDriftMs', 1000, 'waitedMs', waited, 'maxWaitMs', 100)::text,
         HINT = 'Check the clock (NTP slew, not step), or draw fewer IDs per ms from this shard.';
     END IF;
     PERFORM pg_sleep(ahead / 1000.0);
@@ -626,7 +626,7 @@ BEGIN
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
     first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
-    refused := first + n - 1 > nv + 3072000;
+    refused := first + n - 1 > nv + 1126400;
     IF NOT refused AND first + n - 1 > 1125899906842623 THEN
       PERFORM "shard_6"._exhausted();
     END IF;
@@ -640,15 +640,15 @@ BEGIN
     PERFORM "shard_6"._unlock();
     RAISE;
   END;
-  IF refused AND n > 3072000 THEN
+  IF refused AND n > 1126400 THEN
     -- The batch alone is more than the shard makes within the drift and the wait: overload.
     RAISE EXCEPTION USING ERRCODE = 'SF006',
-      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 2000 ms), at most 3072000 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
-      DETAIL = json_build_object('count', n, 'maxIds', 3072000, 'maxDriftMs', 1000, 'maxWaitMs', 2000)::text;
+      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: the shard makes 1024 IDs per ms and may run 1000 ms ahead of the clock (and wait 100 ms), at most 1126400 IDs in one call. Ask for fewer IDs per call, spread the rows over more shards, or install with a larger maxDriftMs. The clock is fine; no ID was issued.', n),
+      DETAIL = json_build_object('count', n, 'maxIds', 1126400, 'maxDriftMs', 1000, 'maxWaitMs', 100)::text;
   ELSIF refused THEN
     RAISE EXCEPTION USING ERRCODE = 'SF001',
-      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 2000 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
-      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 2000)::text;
+      MESSAGE = format('shardflake: shard 6: next_ids(%s) refused: its last ID would be %s ms ahead of the clock (%s ms allowed, at most 100 ms of wait): earlier calls drew faster than 1024 IDs per ms, or the clock stepped back. Ask for fewer IDs per call. No ID was issued.', n, (((first + n - 1) >> 10) - (nv >> 10)) * 1, 1000),
+      DETAIL = json_build_object('aheadMs', (((first + n - 1) >> 10) - (nv >> 10)) * 1, 'maxDriftMs', 1000, 'waitedMs', 0, 'maxWaitMs', 100)::text;
   END IF;
   IF first + n - 1 > nv + 1024000 THEN
     PERFORM "shard_6"._throttle(first + n - 1);
