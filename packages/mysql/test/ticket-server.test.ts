@@ -510,7 +510,7 @@ describe('TicketServerSource on two real servers', () => {
         timeoutMs: 2000,
         retryAfterMs: 60_000,
       }
-      await installTicketServers(options)
+      await installTicketServers({ ...options, timeoutMs: 60_000 })
       const source = new TicketServerSource(options)
       // Both answer, and the pools hold open connections to both.
       await Promise.all(Array.from({ length: 8 }, () => hungPool.query('SELECT 1')))
@@ -538,7 +538,7 @@ describe('TicketServerSource on two real servers', () => {
     const hungPool = createPool(hung.url, { connectionLimit: 2 })
     try {
       const options = { servers: [hungPool], sequence: 'alone', timeoutMs: 1000 }
-      await installTicketServers(options)
+      await installTicketServers({ ...options, timeoutMs: 60_000 })
       const source = new TicketServerSource(options)
       await source.nextId(0)
       hung.pause()
