@@ -74,7 +74,8 @@ $$;
 -- Called by a draw that found the sequence more than the margin behind the clock: moves it
 -- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
 -- moving it already. True: draw again, the sequence is where it should be. False only when that
--- session held the lock all along: the caller keeps what it drew (unique, but older).
+-- session held the lock all along (or did so earlier in this transaction): the caller keeps what
+-- it drew (unique, but older).
 CREATE OR REPLACE FUNCTION "shard_7"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -87,7 +88,10 @@ DECLARE
 BEGIN
   BEGIN
     WHILE NOT pg_try_advisory_lock(-573691797, 7) LOOP
-      IF waited >= 100 THEN
+      -- At most once per transaction: a holder blocked behind a fence (movePostgresShards) would
+      -- otherwise cost every row of a multi-row INSERT the whole wait.
+      IF waited >= 100 OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
+        PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
         RETURN false;
       END IF;
       PERFORM pg_sleep(0.001);
