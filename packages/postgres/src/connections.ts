@@ -29,6 +29,7 @@ export type Translate = (
 export class Connections {
   private readonly opened = new Map<string, Promise<PoolLike>>()
   private readonly lazy = new Map<string, SqlClient>()
+  private closed = false
 
   /** Runs a statement on a connection of its own, noting its server process for a cancel. */
   async run(
@@ -79,6 +80,7 @@ export class Connections {
   /** The client for a shard map target: itself, or the pool opened for a URL. */
   async open(target: PostgresDatabase, what: string): Promise<SqlClient> {
     if (typeof target !== 'string') return target
+    if (this.closed) throw new ConfigurationError(`${what}: this PostgresSource is closed.`)
     let pool = this.opened.get(target)
     if (!pool) {
       pool = import('pg').then(
@@ -123,6 +125,7 @@ export class Connections {
 
   /** Ends the pools opened from URLs. */
   async close(): Promise<void> {
+    this.closed = true
     const pools = [...this.opened.values()]
     this.opened.clear()
     await Promise.all(pools.map((pool) => pool.then((p) => p.end?.()).catch(() => undefined)))
