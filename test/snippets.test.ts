@@ -5,10 +5,12 @@
  * documents (so it resolves that package's dependencies) and goes through the type checker with
  * that package's compiler settings.
  *
- * README snippets are strict: every name they use must be imported or declared. JSDoc examples
- * may use names the surrounding documentation introduces (`pool`, `source`), so "cannot find
- * name" and implicit-any diagnostics are tolerated there; wrong imports, wrong option names and
- * wrong types are not.
+ * README snippets are strict: every name they use must be imported or declared, in the block
+ * itself or in the block it continues (a block preceded by `<!-- continues -->` is compiled
+ * together with the one before it, as a reader reads them). JSDoc examples may use names the
+ * surrounding documentation introduces (`pool`, `source`), so "cannot find name" and
+ * implicit-any diagnostics are tolerated there; wrong imports, wrong option names and wrong types
+ * are not.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'
@@ -25,17 +27,43 @@ interface Snippet {
   readonly origin: string
   readonly code: string
   readonly strict: boolean
+  /** Settings over the package's own (see {@link EXAMPLE_SETTINGS}). */
+  readonly settings?: ts.CompilerOptions
 }
+
+/**
+ * Compiler settings that differ for the examples of one source file: the standard-decorator entry
+ * of the MikroORM adapter is written for TypeScript's standard decorators.
+ */
+const EXAMPLE_SETTINGS: Record<string, ts.CompilerOptions> = {
+  'packages/mikro-orm/src/es.ts': { experimentalDecorators: false, emitDecoratorMetadata: false },
+}
+
+/**
+ * Sources whose examples are written for another major of their ORM than the one installed here
+ * (the MikroORM 6 entry): they cannot compile against this workspace, and are run by the example
+ * that installs that major instead.
+ */
+const OTHER_MAJOR = new Set(['packages/mikro-orm/src/v6.ts'])
 
 function readmeSnippets(file: string): string[] {
   if (!existsSync(file)) return []
-  return [...readFileSync(file, 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!)
+  const blocks: string[] = []
+  for (const match of readFileSync(file, 'utf8').matchAll(
+    /(<!-- continues -->\s*)?```ts\n([\s\S]*?)```/g,
+  )) {
+    if (match[1] && blocks.length > 0) blocks[blocks.length - 1] += `\n${match[2]!}`
+    else blocks.push(match[2]!)
+  }
+  return blocks
 }
 
 function sourceFiles(dir: string): string[] {
   if (!existsSync(dir)) return []
   return readdirSync(dir, { recursive: true, encoding: 'utf8' })
     .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'))
+    // Generated code (a Prisma client) documents itself for its own generator, not for users.
+    .filter((name) => !name.split('/').includes('generated'))
     .map((name) => join(dir, name))
 }
 
@@ -70,11 +98,15 @@ function homes(): Home[] {
         strict: true,
       }))
       for (const file of sourceFiles(join(dir, 'src'))) {
+        const path = relative(root, file)
+        if (OTHER_MAJOR.has(path)) continue
+        const settings = EXAMPLE_SETTINGS[path]
         exampleSnippets(file).forEach((code, i) => {
           snippets.push({
-            origin: `${relative(root, file)} @example #${i + 1}`,
+            origin: `${path} @example #${i + 1}`,
             code,
             strict: false,
+            ...(settings ? { settings } : {}),
           })
         })
       }
@@ -96,11 +128,31 @@ function compile(home: Home): string[] {
   const out = join(home.dir, '.snippets')
   rmSync(out, { recursive: true, force: true })
   mkdirSync(out, { recursive: true })
-  const files = home.snippets.map((snippet, i) => {
-    const file = join(out, `snippet-${i + 1}.ts`)
-    writeFileSync(file, `${snippet.code}\nexport {}\n`)
-    return file
-  })
+  const problems: string[] = []
+  const groups = new Map<string, Snippet[]>()
+  for (const snippet of home.snippets) {
+    const key = JSON.stringify(snippet.settings ?? {})
+    groups.set(key, [...(groups.get(key) ?? []), snippet])
+  }
+  let n = 0
+  for (const [key, snippets] of groups) {
+    const files = snippets.map((snippet) => {
+      const file = join(out, `snippet-${++n}.ts`)
+      writeFileSync(file, `${snippet.code}\nexport {}\n`)
+      return file
+    })
+    problems.push(...check(home, snippets, files, JSON.parse(key) as ts.CompilerOptions))
+  }
+  rmSync(out, { recursive: true, force: true })
+  return problems
+}
+
+function check(
+  home: Home,
+  snippets: readonly Snippet[],
+  files: readonly string[],
+  settings: ts.CompilerOptions,
+): string[] {
   const tsconfig = existsSync(join(home.dir, 'tsconfig.json'))
     ? join(home.dir, 'tsconfig.json')
     : join(root, 'tsconfig.base.json')
@@ -108,6 +160,7 @@ function compile(home: Home): string[] {
   const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, home.dir)
   const program = ts.createProgram(files, {
     ...options,
+    ...settings,
     noEmit: true,
     noUnusedLocals: false,
     noUnusedParameters: false,
@@ -115,12 +168,11 @@ function compile(home: Home): string[] {
   const problems: string[] = []
   for (const diagnostic of ts.getPreEmitDiagnostics(program)) {
     const index = diagnostic.file ? files.indexOf(diagnostic.file.fileName) : -1
-    const snippet = home.snippets[index]
+    const snippet = snippets[index]
     if (snippet && !snippet.strict && TOLERATED_IN_EXAMPLES.has(diagnostic.code)) continue
     const where = snippet ? snippet.origin : (diagnostic.file?.fileName ?? 'settings')
     problems.push(`${where}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`)
   }
-  rmSync(out, { recursive: true, force: true })
   return problems
 }
 

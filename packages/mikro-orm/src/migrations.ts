@@ -26,6 +26,8 @@ export interface ShardDdl {
  *
  * @example
  * ```ts
+ * import { ShardMigration } from '@shardflake/mikro-orm/migrations'
+ *
  * export class Migration20260101000000Shards extends ShardMigration {
  *   static override ddl = { up: ['CREATE SCHEMA shard_0', '...'], down: ['DROP SCHEMA shard_0 CASCADE'] }
  * }
@@ -63,11 +65,13 @@ export class ShardMigration extends Migration {
  * ```ts
  * import { postgresSql } from '@shardflake/postgres'
  * import { shardMigration } from '@shardflake/mikro-orm/migrations'
- * import { sharding } from './sharding' // defineSharding({ layout: instagram, logicalShards: 64 })
+ * import type { Sharding } from '@shardflake/core'
+ * declare const sharding: Sharding // the application's defineSharding({ layout, logicalShards })
  *
  * export class Migration20260101000000Shards extends shardMigration(() => ({
  *   up: postgresSql({ sharding, shards: '0-63' }),
- *   down: ['DROP SCHEMA shardflake CASCADE', ...], // one DROP SCHEMA shard_<n> CASCADE per shard
+ *   // one DROP SCHEMA shard_<n> CASCADE per shard, then the common schema
+ *   down: ['DROP SCHEMA shard_0 CASCADE', 'DROP SCHEMA shardflake CASCADE'],
  * })) {}
  * ```
  */
