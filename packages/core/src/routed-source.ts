@@ -47,14 +47,21 @@ export class RoutedSource implements IdSource {
   }
 
   nextId(shard: number, context?: IdRequestContext): bigint | Promise<bigint> {
-    throwIfCancelled(context?.signal, `the source of shard ${shard}`)
-    return this.shardMap.targetFor(shard).nextId(shard, context)
+    const call = () => {
+      throwIfCancelled(context?.signal, `the source of shard ${shard}`)
+      return this.shardMap.targetFor(shard).nextId(shard, context)
+    }
+    // An asynchronous source answers with a promise for every shard, and fails by rejecting.
+    return this.synchronous ? call() : Promise.resolve().then(call)
   }
 
   nextIds(shard: number, count: number, context?: IdRequestContext): bigint[] | Promise<bigint[]> {
-    checkCount(count)
-    throwIfCancelled(context?.signal, `the source of shard ${shard}`)
-    return this.shardMap.targetFor(shard).nextIds(shard, count, context)
+    const call = () => {
+      checkCount(count)
+      throwIfCancelled(context?.signal, `the source of shard ${shard}`)
+      return this.shardMap.targetFor(shard).nextIds(shard, count, context)
+    }
+    return this.synchronous ? call() : Promise.resolve().then(call)
   }
 
   /** Closes every source. */
