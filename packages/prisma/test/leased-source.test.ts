@@ -1,0 +1,39 @@
+/**
+ * The conformance suite with a LeasedSource: the in-process generator with a worker leased from
+ * a registry in the suite's PostgreSQL database, acquired before the first insert and released
+ * when the suite closes the source.
+ */
+import { describeAdapter } from '@shardflake/conformance'
+import { defineLayout, defineSharding, LeasedSource } from '@shardflake/core'
+import { PostgresLeaseRegistry } from '@shardflake/postgres'
+import pg from 'pg'
+import { blogOnPrisma } from './support/blog'
+
+const sharding = defineSharding({
+  layout: defineLayout({
+    name: 'leased',
+    epoch: '2025-01-01T00:00:00Z',
+    timeBits: 41,
+    shardBits: 13,
+    workerBits: 4,
+    sequenceBits: 6,
+  }),
+  logicalShards: 64,
+})
+
+describeAdapter('Prisma / PostgreSQL / LeasedSource (PostgreSQL registry)', {
+  dialect: 'postgres',
+  database: 'sf_prisma_pg_leased',
+  sharding,
+  createSource: async (raw, sharding) => {
+    const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
+    const close = source.close.bind(source)
+    source.close = async () => {
+      await close()
+      await pool.end()
+    }
+    return source
+  },
+  setup: async ({ source, raw }) => blogOnPrisma('postgres', raw.url, source),
+})
