@@ -12,16 +12,15 @@ import {
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
 import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
-import { createDatabase, dropDatabase, PG_URL, raw, sharding } from './helpers'
+import { createDatabase, dropDatabase, raw, sharding } from './helpers'
 
 /**
  * Logical shards 0-3 on database A and 4-7 on database B: B is on a second, real PostgreSQL
- * server started by the global setup (pg_createcluster), or a second database where that is
- * impossible.
+ * server started by the global setup (a throwaway cluster on a free port).
  */
 const DB_A = 'sf_pg_source_a'
 const DB_B = 'sf_pg_source_b'
-const secondServer = inject('secondServerUrl') || PG_URL
+const secondServer = inject('secondServerUrl')
 let urlA: string
 let urlB: string
 let poolA: pg.Pool
