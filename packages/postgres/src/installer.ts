@@ -7,6 +7,7 @@ import {
   InvalidArgumentError,
   type Layout,
   readShardList,
+  ShardConflictError,
   ShardflakeError,
   type Sharding,
   type ShardingDescription,
@@ -106,6 +107,7 @@ export async function installPostgres(
   try {
     const installed = await readShardingFrom(session.query, resolved.schema)
     if (installed) checkInstalled(resolved.sharding, installed)
+    await refuseLeasedWorker(session, resolved)
     const existing = installed ? await readRecordedShards(session, resolved, shards) : new Set()
     await transaction(session, resolved, commonScript(resolved))
     let done = 0
@@ -132,6 +134,25 @@ export async function installPostgres(
   } catch (error) {
     session.release(error instanceof Error ? error : undefined)
     throw translate(error)
+  }
+}
+
+/**
+ * Refuses, before anything is created, to install functions that write a worker a live process
+ * holds a lease on in this schema's lease registry: its in-process IDs and theirs could meet.
+ */
+async function refuseLeasedWorker(session: Session, o: ResolvedSqlOptions): Promise<void> {
+  const table = `${quoteIdentifier('schema', o.schema)}.worker_leases`
+  const [exists] = await session.query(`SELECT to_regclass($1) IS NOT NULL AS yes`, [table])
+  if (!exists?.yes) return
+  const rows = await session.query(
+    `SELECT holder FROM ${table} WHERE worker = $1 AND holder IS NOT NULL AND expires_at > clock_timestamp()`,
+    [o.worker],
+  )
+  if (rows.length > 0) {
+    throw new ShardConflictError(
+      `Worker ${o.worker} is leased to ${String(rows[0]!.holder)} (a LeasedSource) in this database's lease registry: next_id() installed with that worker would make the same IDs as that process. Install with another worker, or stop that process and free the worker (shardflake leases postgres --free ${o.worker}).`,
+    )
   }
 }
 

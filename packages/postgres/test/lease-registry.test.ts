@@ -8,11 +8,12 @@ import {
   instagram,
   LeasedSource,
   NoFreeLeaseError,
+  ShardConflictError,
   ShardingMismatchError,
 } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { PostgresLeaseRegistry } from '../src'
+import { installPostgres, PostgresLeaseRegistry } from '../src'
 
 const SERVER = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const DATABASE = `leases_${process.pid}_${randomBytes(3).toString('hex')}`
@@ -72,6 +73,34 @@ describe('PostgresLeaseRegistry', () => {
       await Promise.all(sources.map((s) => s.close()))
     }
     expect((await registry.list()).every((lease) => lease.holder === null)).toBe(true)
+  })
+
+  it('keeps database functions and leased processes on different workers, both ways', async () => {
+    const registry = new PostgresLeaseRegistry(pool)
+    const held = await LeasedSource.start({ sharding, registry, holder: 'api-1' })
+    try {
+      await expect(
+        installPostgres(pool, { sharding, shards: '0-1', worker: held.lease.worker }),
+      ).rejects.toBeInstanceOf(ShardConflictError)
+      const free = [1, 2, 3].find((worker) => worker !== held.lease.worker)!
+      await installPostgres(pool, { sharding, shards: '0-1', worker: free })
+      // The registry now leases neither worker 0 nor the installed shards' worker.
+      const others = [
+        await LeasedSource.start({ sharding, registry }),
+        await LeasedSource.start({ sharding, registry }).catch((error: unknown) => error),
+      ]
+      try {
+        expect((others[0] as LeasedSource).lease.worker).not.toBe(free)
+        expect(others[1]).toBeInstanceOf(NoFreeLeaseError)
+      } finally {
+        if (others[0] instanceof LeasedSource) await others[0].close()
+      }
+    } finally {
+      await held.close()
+      await pool.query('DROP SCHEMA IF EXISTS shard_0 CASCADE')
+      await pool.query('DROP SCHEMA IF EXISTS shard_1 CASCADE')
+      await pool.query('DROP TABLE IF EXISTS shardflake.shards CASCADE')
+    }
   })
 
   it('refuses an application with another sharding', async () => {
