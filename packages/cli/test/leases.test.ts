@@ -99,6 +99,9 @@ describe('shardflake leases', () => {
     } finally {
       await source.close()
     }
+    const empty = await run('leases', 'postgres', '--url', PG_URL, '--schema', `none_${tag}`)
+    expect(empty).toMatchObject({ code: 0 })
+    expect(empty.stdout).toMatch(/No worker leases in this postgres registry yet/)
     const missing = await run('leases', 'postgres', '--url', 'postgres://postgres@127.0.0.1:1/none')
     expect(missing.code).toBe(1)
     expect(missing.stderr).toMatch(/lease registry could not be reached/)

@@ -136,6 +136,13 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async list(): Promise<LeaseRecord[]> {
+    const [tables] = await this.run(() =>
+      this.pool.query<RowDataPacket[]>(
+        `SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'worker_leases'`,
+        [this.db.slice(1, -1)],
+      ),
+    )
+    if (tables.length === 0) return [] // no holder has used this registry
     const [rows] = await this.run(() =>
       this.pool.query<RowDataPacket[]>(
         `SELECT worker, holder, CAST(token AS CHAR) AS token, expires_at, high_water_ms

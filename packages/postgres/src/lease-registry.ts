@@ -132,6 +132,10 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
   }
 
   async list(): Promise<LeaseRecord[]> {
+    const exists = await this.run(
+      `SELECT to_regclass('${this.schema}.worker_leases') IS NOT NULL AS yes`,
+    )
+    if (!(exists.rows[0] as { yes: boolean }).yes) return [] // no holder has used this registry
     const { rows } = await this.run(
       `SELECT worker, holder, token::text AS token, expires_at, high_water_ms::text AS high_water_ms
          FROM ${this.schema}.worker_leases ORDER BY worker`,

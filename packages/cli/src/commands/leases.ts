@@ -57,6 +57,10 @@ export function registerLeasesCommand(program: Command, io: CliIo): void {
         return
       }
       if (worker !== undefined) io.stdout(`freed worker ${worker}`)
+      if (records.length === 0) {
+        io.stdout(`No worker leases in this ${kind} registry yet: no LeasedSource has used it.`)
+        return
+      }
       io.stdout(formatTable(records))
     })
 }
