@@ -21,9 +21,8 @@ describeIdSource('RoutedSource over a synchronous and an asynchronous source', {
         target: asAsync(new InProcessSource({ sharding, shards: { from: 1000, to: 1999 } })),
       },
     ]),
-  // Both on the asynchronous target: a mixed RoutedSource still answers the synchronous
-  // target's shards without a promise (requested of core).
-  shards: [1341, 1500],
+  // One shard on each target: an asynchronous RoutedSource answers with a promise for both.
+  shards: [5, 1341],
   createWithOtherSharding: () =>
     new RoutedSource(defineSharding({ layout: instagram, logicalShards: 64 }), [
       { from: 0, to: 63, target: low() },
