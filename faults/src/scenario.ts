@@ -82,7 +82,7 @@ export class Scenario {
             const done = await fault()
             if (done) this.faults.add(kind, done)
           } catch {
-            this.faults.add(`${kind} (failed: server down)`)
+            this.faults.add(`${kind} (failed: server down or busy)`)
           }
         }
       })(),
