@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import {
+  CancelledError,
   ConfigurationError,
   defineLayout,
   defineSharding,
@@ -7,6 +8,7 @@ import {
   type InProcessSource,
   InvalidArgumentError,
   instagram,
+  MAX_IDS_PER_CALL,
   RoutedSource,
   ShardingMismatchError,
   ShardOutOfRangeError,
@@ -14,6 +16,42 @@ import {
 import { openSource, sharding } from './support'
 
 describe('RoutedSource', () => {
+  it('over a synchronous and an asynchronous source: a promise for every shard, failures as rejections, the count and signal first', async () => {
+    const low = openSource({ shards: { from: 0, to: 999 } })
+    const high = openSource({ shards: { from: 1000, to: 1999 } })
+    const asyncHigh: IdSource = {
+      ...asIdSource(high),
+      synchronous: false,
+      nextId: async (shard) => high.nextId(shard),
+      nextIds: async (shard, count) => high.nextIds(shard, count),
+    }
+    const source = new RoutedSource(sharding, [
+      { from: 0, to: 999, target: low },
+      { from: 1000, to: 1999, target: asyncHigh },
+    ])
+    expect(source.synchronous).toBe(false)
+    for (const shard of [5, 1341]) {
+      const one = source.nextId(shard)
+      expect(one).toBeInstanceOf(Promise)
+      expect(sharding.shardOfId(await one)).toBe(shard)
+      const many = source.nextIds(shard, 3)
+      expect(many).toBeInstanceOf(Promise)
+      expect((await many).map((id) => sharding.shardOfId(id))).toEqual([shard, shard, shard])
+    }
+    // Failures of the synchronous target arrive as rejections, not as throws.
+    low.close()
+    const refused = source.nextId(5)
+    expect(refused).toBeInstanceOf(Promise)
+    await expect(refused).rejects.toBeInstanceOf(ConfigurationError)
+    // The count is checked before routing, and an aborted signal before asking anyone.
+    await expect(async () => source.nextIds(2000, MAX_IDS_PER_CALL + 1)).rejects.toBeInstanceOf(
+      InvalidArgumentError,
+    )
+    await expect(async () =>
+      source.nextIds(1341, 2, { signal: AbortSignal.abort() }),
+    ).rejects.toBeInstanceOf(CancelledError)
+  })
+
   it('sends each shard to the one source that serves it, and exposes its shardMap', async () => {
     const low = openSource({ shards: { from: 0, to: 999 } })
     const high = openSource({ shards: { from: 1000, to: 1999 } })
