@@ -35,10 +35,20 @@ export {
   type LeaseRecord,
   type LeaseRegistry,
   type LeaseRequest,
+  registryCall,
   type WorkerLease,
   workerFromEnvironment,
 } from './lease'
 export { MemoryLeaseRegistry } from './memory-lease-registry'
+export {
+  checkMoveEnds,
+  type FencedShard,
+  type MovedShard,
+  type MoveProgress,
+  type MoveShardsOptions,
+  type MoveSteps,
+  moveShards,
+} from './move-shards'
 export {
   PrefetchBuffers,
   type PrefetchOptions,

@@ -1,4 +1,10 @@
-import { ClockMovedBackwardsError, ConfigurationError, LeaseExpiredError } from './errors'
+import {
+  ClockMovedBackwardsError,
+  ConfigurationError,
+  LeaseExpiredError,
+  ShardflakeError,
+  SourceUnavailableError,
+} from './errors'
 import { checkCount, type SyncIdSource } from './id-source'
 import { InProcessSource } from './in-process-source'
 import type { Sharding } from './sharding'
@@ -361,4 +367,28 @@ export function workerFromEnvironment(
     )
   }
   return worker
+}
+
+/**
+ * Runs one call of a lease registry on its server: shardflake's own errors pass through, anything
+ * else (the driver's) becomes `SourceUnavailableError` with it as `cause`. Every registry wraps
+ * its calls in this.
+ * @example
+ * ```ts
+ * import { registryCall } from '@shardflake/core'
+ * declare const pool: { query(sql: string): Promise<unknown> }
+ *
+ * await registryCall(() => pool.query('SELECT 1'))
+ * ```
+ */
+export async function registryCall<T>(command: () => Promise<T>): Promise<T> {
+  try {
+    return await command()
+  } catch (error) {
+    if (error instanceof ShardflakeError) throw error
+    throw new SourceUnavailableError(
+      `The lease registry could not be reached or refused the call: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
+  }
 }

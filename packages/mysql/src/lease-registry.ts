@@ -5,10 +5,9 @@ import {
   type LeaseRegistry,
   type LeaseRequest,
   NoFreeLeaseError,
-  ShardflakeError,
+  registryCall,
   type Sharding,
   type ShardingDescription,
-  SourceUnavailableError,
   type WorkerLease,
 } from '@shardflake/core'
 import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise'
@@ -106,7 +105,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async renew(lease: WorkerLease, highWaterMs: number): Promise<void> {
-    const [result] = await this.run(() =>
+    const [result] = await registryCall(() =>
       this.pool.query(
         `UPDATE ${this.db}.worker_leases
             SET expires_at = ${NOW_MS} + ?, high_water_ms = GREATEST(high_water_ms, ?)
@@ -122,7 +121,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async release(lease: WorkerLease, issuedMs: number): Promise<void> {
-    await this.run(() =>
+    await registryCall(() =>
       this.pool.query(
         `UPDATE ${this.db}.worker_leases SET holder = NULL, expires_at = NULL, high_water_ms = ?
           WHERE worker = ? AND token = ? AND holder IS NOT NULL`,
@@ -136,14 +135,14 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async list(): Promise<LeaseRecord[]> {
-    const [tables] = await this.run(() =>
+    const [tables] = await registryCall(() =>
       this.pool.query<RowDataPacket[]>(
         `SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'worker_leases'`,
         [this.db.slice(1, -1)],
       ),
     )
     if (tables.length === 0) return [] // no holder has used this registry
-    const [rows] = await this.run(() =>
+    const [rows] = await registryCall(() =>
       this.pool.query<RowDataPacket[]>(
         `SELECT worker, holder, CAST(token AS CHAR) AS token, expires_at, high_water_ms
            FROM ${this.db}.worker_leases ORDER BY worker`,
@@ -159,7 +158,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async free(worker: number): Promise<void> {
-    await this.run(() =>
+    await registryCall(() =>
       this.pool.query(
         `UPDATE ${this.db}.worker_leases SET holder = NULL, expires_at = NULL WHERE worker = ?`,
         [worker],
@@ -183,7 +182,8 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
 
   private async create(sharding: Sharding): Promise<void> {
     const db = this.db
-    const query = (sql: string, params?: unknown[]) => this.run(() => this.pool.query(sql, params))
+    const query = (sql: string, params?: unknown[]) =>
+      registryCall(() => this.pool.query(sql, params))
     await query(`CREATE DATABASE IF NOT EXISTS ${db}`)
     await query(
       `CREATE TABLE IF NOT EXISTS ${db}.worker_leases (
@@ -219,29 +219,17 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   private async transaction<T>(work: (connection: PoolConnection) => Promise<T>): Promise<T> {
-    const connection = await this.run(() => this.pool.getConnection())
+    const connection = await registryCall(() => this.pool.getConnection())
     try {
-      await this.run(() => connection.beginTransaction())
-      const result = await this.run(() => work(connection))
-      await this.run(() => connection.commit())
+      await registryCall(() => connection.beginTransaction())
+      const result = await registryCall(() => work(connection))
+      await registryCall(() => connection.commit())
       return result
     } catch (error) {
       await connection.rollback().catch(() => undefined)
       throw error
     } finally {
       connection.release()
-    }
-  }
-
-  private async run<T>(command: () => Promise<T>): Promise<T> {
-    try {
-      return await command()
-    } catch (error) {
-      if (error instanceof ShardflakeError) throw error
-      throw new SourceUnavailableError(
-        `The lease registry could not be reached or refused the statement: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      )
     }
   }
 }

@@ -5,10 +5,9 @@ import {
   type LeaseRegistry,
   type LeaseRequest,
   NoFreeLeaseError,
-  ShardflakeError,
+  registryCall,
   type Sharding,
   type ShardingDescription,
-  SourceUnavailableError,
   type WorkerLease,
 } from '@shardflake/core'
 import type { SqlClient } from './client'
@@ -212,15 +211,7 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
     )
   }
 
-  private async run(text: string, params?: unknown[]): Promise<{ rows: unknown[] }> {
-    try {
-      return await this.client.query(text, params)
-    } catch (error) {
-      if (error instanceof ShardflakeError) throw error
-      throw new SourceUnavailableError(
-        `The lease registry could not be reached or refused the statement: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      )
-    }
+  private run(text: string, params?: unknown[]): Promise<{ rows: unknown[] }> {
+    return registryCall(() => this.client.query(text, params))
   }
 }

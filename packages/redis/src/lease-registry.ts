@@ -4,10 +4,9 @@ import {
   type LeaseRegistry,
   type LeaseRequest,
   NoFreeLeaseError,
-  ShardflakeError,
+  registryCall,
   type Sharding,
   type ShardingDescription,
-  SourceUnavailableError,
   type WorkerLease,
 } from '@shardflake/core'
 import type { Redis } from 'ioredis'
@@ -112,7 +111,7 @@ export class RedisLeaseRegistry implements LeaseRegistry {
 
   async acquire(request: LeaseRequest): Promise<WorkerLease> {
     await this.checkSharding(request.sharding)
-    const reply = (await this.run(() =>
+    const reply = (await registryCall(() =>
       this.redis.eval(
         ACQUIRE,
         1,
@@ -145,7 +144,7 @@ export class RedisLeaseRegistry implements LeaseRegistry {
   }
 
   async renew(lease: WorkerLease, highWaterMs: number): Promise<void> {
-    const held = await this.run(() =>
+    const held = await registryCall(() =>
       this.redis.eval(
         RENEW,
         1,
@@ -164,7 +163,7 @@ export class RedisLeaseRegistry implements LeaseRegistry {
   }
 
   async release(lease: WorkerLease, issuedMs: number): Promise<void> {
-    await this.run(() =>
+    await registryCall(() =>
       this.redis.eval(
         RELEASE,
         1,
@@ -177,10 +176,10 @@ export class RedisLeaseRegistry implements LeaseRegistry {
   }
 
   async list(): Promise<LeaseRecord[]> {
-    const keys = await this.run(() => this.redis.keys(`${this.prefix}lease:[0-9]*`))
+    const keys = await registryCall(() => this.redis.keys(`${this.prefix}lease:[0-9]*`))
     const records: LeaseRecord[] = []
     for (const key of keys) {
-      const hash = await this.run(() => this.redis.hgetall(key))
+      const hash = await registryCall(() => this.redis.hgetall(key))
       const held = hash.holder !== undefined && hash.holder !== ''
       records.push({
         worker: Number(key.slice(`${this.prefix}lease:`.length)),
@@ -194,7 +193,7 @@ export class RedisLeaseRegistry implements LeaseRegistry {
   }
 
   async free(worker: number): Promise<void> {
-    await this.run(() =>
+    await registryCall(() =>
       this.redis.hset(`${this.prefix}lease:${worker}`, 'holder', '', 'expires', 0),
     )
   }
@@ -205,23 +204,11 @@ export class RedisLeaseRegistry implements LeaseRegistry {
   private async checkSharding(sharding: Sharding): Promise<void> {
     if (this.checked === sharding) return
     const key = `${this.prefix}lease:sharding`
-    await this.run(() => this.redis.set(key, JSON.stringify(sharding.toJSON()), 'NX'))
+    await registryCall(() => this.redis.set(key, JSON.stringify(sharding.toJSON()), 'NX'))
     const recorded = JSON.parse(
-      (await this.run(() => this.redis.get(key))) ?? 'null',
+      (await registryCall(() => this.redis.get(key))) ?? 'null',
     ) as ShardingDescription | null
     if (recorded) sharding.checkSame(recorded, `The lease registry at ${this.prefix}`)
     this.checked = sharding
-  }
-
-  private async run<T>(command: () => Promise<T>): Promise<T> {
-    try {
-      return await command()
-    } catch (error) {
-      if (error instanceof ShardflakeError) throw error
-      throw new SourceUnavailableError(
-        `The lease registry could not be reached: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
-      )
-    }
   }
 }
