@@ -1,29 +1,109 @@
 import { describe, expect, it } from 'vitest'
 import * as core from '../src'
+import { ShardflakeError } from '../src'
 
-const classes = Object.entries(core).filter(
-  ([, value]) => typeof value === 'function' && value.prototype instanceof core.ShardflakeError,
-) as [string, typeof core.ShardflakeError & { code: string }][]
+type ErrorClass = new (...args: never[]) => ShardflakeError
+
+/** Every error class core exports, found by walking the exports (a new one is covered at once). */
+const classes: [string, ErrorClass][] = Object.entries(core as Record<string, unknown>).flatMap(
+  ([name, value]) =>
+    typeof value === 'function' && value.prototype instanceof ShardflakeError
+      ? [[name, value as ErrorClass] as [string, ErrorClass]]
+      : [],
+)
+
+/** The arguments before `options` for the constructors that take more than a message. */
+const leading: Record<string, unknown[]> = {
+  UnsafeNumberError: ['id', 2 ** 60],
+  ShardOutOfRangeError: [9000, 'Shard 9000 is outside.'],
+  InvalidIdentifierError: ['schema', 'bad name'],
+  ClockMovedBackwardsError: [250, 100],
+  ShardMovedError: [7, 'Shard 7 moved.'],
+}
+
+const retryable = new Set([
+  'CLOCK_MOVED_BACKWARDS',
+  'SHARD_OVERLOADED',
+  'CONNECTION_REFUSED',
+  'CONNECTION_LOST',
+  'TIMED_OUT',
+  'LOCK_TIMEOUT',
+  'SOURCE_UNAVAILABLE',
+])
+
+const codeOf = (name: string) =>
+  name
+    .replace(/Error$/, '')
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .toUpperCase()
 
 describe('errors', () => {
-  it('give every class its own stable code, its name, a cause and a retryable flag', () => {
+  it('exports the error classes the sources and adapters rely on', () => {
+    const names = classes.map(([name]) => name)
+    for (const name of [
+      'InvalidLayoutError',
+      'ShardingMismatchError',
+      'ShardOutOfRangeError',
+      'MissingShardKeyError',
+      'InvalidArgumentError',
+      'InvalidShardRuleError',
+      'ConfigurationError',
+      'ShardConflictError',
+      'ClockMovedBackwardsError',
+      'ShardOverloadedError',
+      'TimeExhaustedError',
+      'ShardMovedError',
+      'ConnectionRefusedError',
+      'ConnectionLostError',
+      'TimedOutError',
+      'CancelledError',
+      'LockTimeoutError',
+      'SourceUnavailableError',
+    ]) {
+      expect(names).toContain(name)
+    }
+    expect(names).not.toContain('LayoutMismatchError')
+  })
+
+  it.each(classes)(
+    '%s: a ShardflakeError with its code and name, carrying { cause }',
+    (name, Class) => {
+      const cause = new Error('from the driver')
+      const error = new Class(...([...(leading[name] ?? ['what happened']), { cause }] as never[]))
+      expect(error).toBeInstanceOf(ShardflakeError)
+      expect(error).toBeInstanceOf(Error)
+      expect(error.name).toBe(name)
+      expect(error.code).toBe(codeOf(name))
+      expect(error.code).toBe((Class as unknown as { code: string }).code)
+      expect(error.cause).toBe(cause)
+      expect(error.message.length).toBeGreaterThan(0)
+      if (retryable.has(error.code)) expect(error.retryable).toBe(true)
+      if (
+        ['INVALID_ARGUMENT', 'CONFIGURATION', 'SHARDING_MISMATCH', 'INVALID_SHARD_RULE'].includes(
+          error.code,
+        )
+      ) {
+        expect(error.retryable).toBe(false)
+      }
+      const overridden = new Class(
+        ...([...(leading[name] ?? ['what happened']), { retryable: !error.retryable }] as never[]),
+      )
+      expect(overridden.retryable).toBe(!error.retryable)
+      expect(overridden.cause).toBeUndefined()
+    },
+  )
+
+  it('gives every class its own code, named once on the class', () => {
     expect(classes.length).toBeGreaterThanOrEqual(20)
-    const codes = new Set(classes.map(([, error]) => error.code))
-    expect(codes.size).toBe(classes.length)
-    const cause = new Error('driver failure')
-    const lost = new core.ConnectionLostError('gone', { cause })
-    expect(lost).toMatchObject({
-      code: 'CONNECTION_LOST',
-      name: 'ConnectionLostError',
-      retryable: true,
-    })
-    expect(lost.cause).toBe(cause)
-    expect(new core.ShardingMismatchError('differs')).toMatchObject({
-      code: 'SHARDING_MISMATCH',
-      retryable: false,
-    })
+    const codes = classes.map(([, Class]) => (Class as unknown as { code: string }).code)
+    expect(new Set(codes).size).toBe(classes.length)
     expect(new core.ShardOutOfRangeError(9, 'nine').shard).toBe(9)
-    expect(new core.ClockMovedBackwardsError(5, 1).code).toBe('CLOCK_MOVED_BACKWARDS')
-    expect(new core.ShardOverloadedError('busy', { retryable: false }).retryable).toBe(false)
+    expect(new core.ShardMovedError(7, 'moved').shard).toBe(7)
+  })
+
+  it('ShardOverloadedError is retryable and not a clock fault', () => {
+    const error = new core.ShardOverloadedError('too many IDs')
+    expect(error.retryable).toBe(true)
+    expect(error).not.toBeInstanceOf(core.ClockMovedBackwardsError)
   })
 })
