@@ -1,8 +1,11 @@
 import {
   ConfigurationError,
+  checkMoveEnds,
   formatShardList,
-  InvalidArgumentError,
   LockTimeoutError,
+  type MovedShard,
+  type MoveProgress,
+  moveShards,
   readShardList,
   ShardflakeError,
   type ShardingDescription,
@@ -22,6 +25,8 @@ import {
   type ResolvedSqlOptions,
   resolveSqlOptions,
 } from './sql/options'
+
+export type { MovedShard, MoveProgress }
 
 /** What {@link moveMysqlShards} takes. */
 export interface MoveMysqlOptions extends Omit<MysqlSqlOptions, 'dialect'> {
@@ -47,31 +52,6 @@ export interface MoveMysqlOptions extends Omit<MysqlSqlOptions, 'dialect'> {
    * @default 5000
    */
   lockTimeoutMs?: number
-}
-
-/** Progress of {@link moveMysqlShards}, reported after each shard. */
-export interface MoveProgress {
-  /** Shards moved so far. */
-  done: number
-  total: number
-  /** The shard just moved: the old home refuses it, the new home serves it. */
-  shard: number
-  /** L: the old home's final counter; every value it ever issued for the shard is below it. */
-  fencedAt: bigint
-}
-
-/** One logical shard moved by {@link moveMysqlShards} (the same shape as `movePostgresShards`'). */
-export interface MovedShard {
-  shard: number
-  /** L: the old home's final counter (ID space); every value it ever issued is below it, every value the new home issues is at least it. */
-  fencedAt: bigint
-  /**
-   * How far L is ahead of the new home's clock, in ms (0 or less: not ahead). Above `maxDriftMs`
-   * the first draws there wait for the clock (`MysqlSource`, up to `maxWaitMs`).
-   */
-  aheadMs: number
-  /** The old home was fenced already (a move run again, or after it stopped half-way). */
-  resumed: boolean
 }
 
 /** What {@link moveMysqlShards} did. */
@@ -120,17 +100,7 @@ export async function moveMysqlShards(options: MoveMysqlOptions): Promise<MoveMy
   const base = resolveSqlOptions({ ...rest, dialect: 'mariadb' }, 'moveMysqlShards')
   const shards = readShardList(options.shards, base.sharding)
   shardSchemaName(shards[shards.length - 1]!, base.schemaPrefix)
-  const lockTimeoutMs = options.lockTimeoutMs ?? 5000
-  if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 3_600_000) {
-    throw new InvalidArgumentError(
-      `lockTimeoutMs must be an integer from 1 to 3600000, got ${String(lockTimeoutMs)}.`,
-    )
-  }
-  if (options.from === options.to) {
-    throw new ConfigurationError(
-      'from and to are the same server: a logical shard moves from one server to another.',
-    )
-  }
+  const lockTimeoutMs = checkMoveEnds(options, 'server')
   let from: MoveSession | undefined
   let to: MoveSession | undefined
   let failure: unknown
@@ -181,34 +151,27 @@ async function move(
       }),
     ]),
   )
-  const moved: MovedShard[] = []
-  for (const shard of shards) {
-    const database = shardSchemaName(shard, base.schemaPrefix)
-    const lock = `sf_move_${database}`.slice(0, 64)
-    await from.lock(lock, lockTimeoutMs, shard, 'old')
-    await to.lock(lock, lockTimeoutMs, shard, 'new')
-    try {
-      const fenced = await fence(from, oFrom, shard, destination)
-      const arrived = await arrive(to, oTo.get(shard)!, shard, fenced.fencedAt, fenced.moveId)
-      moved.push({
-        shard,
-        fencedAt: fenced.fencedAt,
-        aheadMs: arrived.aheadMs,
-        resumed: fenced.resumed,
-      })
-    } catch (error) {
-      throw stepError(error, shard, from.stage)
-    } finally {
-      await from.unlock(lock)
-      await to.unlock(lock)
-    }
-    options.onProgress?.({
-      done: moved.length,
-      total: shards.length,
-      shard,
-      fencedAt: moved[moved.length - 1]!.fencedAt,
-    })
-  }
+  const moved = await moveShards({
+    shards,
+    onProgress: options.onProgress,
+    steps: {
+      fence: (shard) => fence(from, oFrom, shard, destination),
+      arrive: (shard, fenced) => arrive(to, oTo.get(shard)!, shard, fenced.fencedAt, fenced.moveId),
+      around: async (shard, work) => {
+        const lock = `sf_move_${shardSchemaName(shard, base.schemaPrefix)}`.slice(0, 64)
+        await from.lock(lock, lockTimeoutMs, shard, 'old')
+        await to.lock(lock, lockTimeoutMs, shard, 'new')
+        try {
+          return await work()
+        } catch (error) {
+          throw stepError(error, shard, from.stage)
+        } finally {
+          await from.unlock(lock)
+          await to.unlock(lock)
+        }
+      },
+    },
+  })
   return {
     sharding: base.sharding.toJSON(),
     schemaPrefix: base.schemaPrefix,

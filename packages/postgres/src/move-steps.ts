@@ -155,7 +155,7 @@ export async function fence(
   shard: number,
   destination: string,
   lockTimeoutMs: number,
-): Promise<{ fence: bigint; resumed: boolean }> {
+): Promise<{ fencedAt: bigint; resumed: boolean }> {
   const c = quoteIdentifier('schema', o.schema)
   await session.exec('BEGIN')
   try {
@@ -173,7 +173,7 @@ export async function fence(
       [shard, destination],
     )
     await session.exec('COMMIT')
-    return { fence: BigInt(String(row?.fence)), resumed: before?.retired === true }
+    return { fencedAt: BigInt(String(row?.fence)), resumed: before?.retired === true }
   } catch (error) {
     await session.exec('ROLLBACK').catch(() => undefined)
     throw error

@@ -1,6 +1,9 @@
 import {
   ConfigurationError,
-  InvalidArgumentError,
+  checkMoveEnds,
+  type MovedShard,
+  type MoveProgress,
+  moveShards,
   readShardList,
   type ShardingDescription,
   type ShardList,
@@ -10,6 +13,8 @@ import { transaction, translate } from './installer'
 import { arrive, checkMove, describeDatabase, fence, sameDatabase, step } from './move-steps'
 import { commonScript, retirementColumnsScript } from './sql/common'
 import { type PostgresSqlOptions, resolveSqlOptions } from './sql/options'
+
+export type { MovedShard, MoveProgress }
 
 /**
  * What {@link movePostgresShards} takes. The SQL options (`marginMs`, `maxDriftMs`, ...) are those of the
@@ -33,35 +38,6 @@ export interface MoveOptions extends PostgresSqlOptions {
    * @default 5000
    */
   lockTimeoutMs?: number
-}
-
-/** Progress of {@link movePostgresShards}, reported after each shard. */
-export interface MoveProgress {
-  /** Shards moved so far. */
-  done: number
-  total: number
-  /** The shard just moved: the old home refuses it, the new home serves it. */
-  shard: number
-  /** L: the highest sequence value the old home can ever have issued for it. */
-  fencedAt: bigint
-}
-
-/** One logical shard moved by {@link movePostgresShards} (the same shape as `moveMysqlShards`'). */
-export interface MovedShard {
-  shard: number
-  /**
-   * L, where the old home was fenced: the highest sequence value (ID space) it can ever have
-   * issued for the shard. The new home continues above it.
-   */
-  fencedAt: bigint
-  /**
-   * How far the new home's sequence is ahead of its clock, in ms (0 or less: not ahead). Above
-   * `maxDriftMs` (a burst on the old home, or its clock ahead of the new one) the first draws
-   * there wait for the clock, at most `maxWaitMs` each, then fail with SF001 until it catches up.
-   */
-  aheadMs: number
-  /** The old home was fenced already (a move run again after it stopped half-way). */
-  resumed: boolean
 }
 
 /** What {@link movePostgresShards} did. */
@@ -116,17 +92,7 @@ export interface MoveResult {
 export async function movePostgresShards(options: MoveOptions): Promise<MoveResult> {
   const resolved = resolveSqlOptions(options)
   const shards = readShardList(options.shards, resolved.sharding)
-  const lockTimeoutMs = options.lockTimeoutMs ?? 5000
-  if (!Number.isSafeInteger(lockTimeoutMs) || lockTimeoutMs < 1 || lockTimeoutMs > 3_600_000) {
-    throw new InvalidArgumentError(
-      `lockTimeoutMs must be an integer from 1 to 3600000, got ${String(lockTimeoutMs)}.`,
-    )
-  }
-  if (options.from === options.to) {
-    throw new ConfigurationError(
-      'from and to are the same database: a logical shard moves from one database to another.',
-    )
-  }
+  const lockTimeoutMs = checkMoveEnds(options, 'database')
   const sessions: Session[] = []
   try {
     const from = await openSession(options.from)
@@ -144,34 +110,29 @@ export async function movePostgresShards(options: MoveOptions): Promise<MoveResu
     // that record a move.
     await transaction(to, resolved, commonScript(resolved))
     await transaction(from, resolved, retirementColumnsScript(resolved))
-    const moved: MovedShard[] = []
-    for (const shard of shards) {
+    // The new home keeps the old home's worker and cache unless told otherwise.
+    const optionsOf = (shard: number) => {
       const own = recorded.get(shard)!
-      // The new home keeps the old home's worker and cache unless told otherwise.
-      const o = resolveSqlOptions({
+      return resolveSqlOptions({
         ...options,
         worker: options.worker ?? own.worker,
         cache: options.cache ?? own.cache,
       })
-      const fenced = await step('old', shard, lockTimeoutMs, () =>
-        fence(from, o, shard, destination, lockTimeoutMs),
-      )
-      const arrived = await step('new', shard, lockTimeoutMs, () =>
-        arrive(to, o, shard, fenced.fence, lockTimeoutMs),
-      )
-      moved.push({
-        shard,
-        fencedAt: fenced.fence,
-        aheadMs: arrived.aheadMs,
-        resumed: fenced.resumed,
-      })
-      options.onProgress?.({
-        done: moved.length,
-        total: shards.length,
-        shard,
-        fencedAt: fenced.fence,
-      })
     }
+    const moved = await moveShards({
+      shards,
+      onProgress: options.onProgress,
+      steps: {
+        fence: (shard) =>
+          step('old', shard, lockTimeoutMs, () =>
+            fence(from, optionsOf(shard), shard, destination, lockTimeoutMs),
+          ),
+        arrive: (shard, fenced) =>
+          step('new', shard, lockTimeoutMs, () =>
+            arrive(to, optionsOf(shard), shard, fenced.fencedAt, lockTimeoutMs),
+          ),
+      },
+    })
     for (const session of sessions) session.release()
     return { sharding: resolved.sharding.toJSON(), schema: resolved.schema, shards: moved }
   } catch (error) {
