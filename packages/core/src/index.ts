@@ -30,11 +30,13 @@ export {
   type LayoutOptions,
 } from './layout'
 export {
+  allWorkersHeld,
   LeasedSource,
   type LeasedSourceOptions,
   type LeaseRecord,
   type LeaseRegistry,
   type LeaseRequest,
+  leaseLost,
   registryCall,
   type WorkerLease,
   workerFromEnvironment,

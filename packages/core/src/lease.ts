@@ -2,6 +2,7 @@ import {
   ClockMovedBackwardsError,
   ConfigurationError,
   LeaseExpiredError,
+  NoFreeLeaseError,
   ShardflakeError,
   SourceUnavailableError,
 } from './errors'
@@ -391,4 +392,18 @@ export async function registryCall<T>(command: () => Promise<T>): Promise<T> {
       { cause: error },
     )
   }
+}
+
+/** The error a registry throws when every worker it may lease is held or reserved. */
+export function allWorkersHeld(request: LeaseRequest, reserved: string): NoFreeLeaseError {
+  return new NoFreeLeaseError(
+    `All ${request.sharding.layout.workerCount} workers are leased by live holders or reserved for database functions (${reserved}). Retry after a TTL, free dead holders with \`shardflake leases\`, or use a layout with more worker bits.`,
+  )
+}
+
+/** The error a registry throws when a renewal finds its token no longer holds the worker. */
+export function leaseLost(lease: WorkerLease): LeaseExpiredError {
+  return new LeaseExpiredError(
+    `The lease of worker ${lease.worker} (token ${lease.token}) is no longer held: it expired and was granted again, was freed, or the registry lost its data.`,
+  )
 }

@@ -1,10 +1,10 @@
 import {
+  allWorkersHeld,
   checkIdentifier,
-  LeaseExpiredError,
   type LeaseRecord,
   type LeaseRegistry,
   type LeaseRequest,
-  NoFreeLeaseError,
+  leaseLost,
   registryCall,
   type Sharding,
   type ShardingDescription,
@@ -78,9 +78,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
         | { worker: number; high_water_ms: number | string }
         | undefined
       if (!candidate) {
-        throw new NoFreeLeaseError(
-          `All ${request.sharding.layout.workerCount} workers are leased by live holders or reserved (${this.reserved.join(', ')}). Retry after a TTL, free dead holders with \`shardflake leases\`, or use a layout with more worker bits.`,
-        )
+        throw allWorkersHeld(request, this.reserved.join(', '))
       }
       await connection.query(`UPDATE ${this.db}.lease_tokens SET token = LAST_INSERT_ID(token + 1)`)
       const [[tokenRow]] = await connection.query<RowDataPacket[]>(
@@ -114,9 +112,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
       ),
     )
     if ((result as { affectedRows: number }).affectedRows === 0) {
-      throw new LeaseExpiredError(
-        `The lease of worker ${lease.worker} (token ${lease.token}) is no longer held: it expired and was granted again, or was freed.`,
-      )
+      throw leaseLost(lease)
     }
   }
 

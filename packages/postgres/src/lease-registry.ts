@@ -1,10 +1,10 @@
 import {
+  allWorkersHeld,
   checkIdentifier,
-  LeaseExpiredError,
   type LeaseRecord,
   type LeaseRegistry,
   type LeaseRequest,
-  NoFreeLeaseError,
+  leaseLost,
   registryCall,
   type Sharding,
   type ShardingDescription,
@@ -92,8 +92,9 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
     )
     const row = rows[0] as { worker: number; token: string; previous: string } | undefined
     if (!row) {
-      throw new NoFreeLeaseError(
-        `All ${request.sharding.layout.workerCount} workers are leased by live holders or reserved for database functions (${this.reserved.join(', ')} and the workers of installed shards). Retry after a TTL, free dead holders with \`shardflake leases\`, or use a layout with more worker bits.`,
+      throw allWorkersHeld(
+        request,
+        `${this.reserved.join(', ')} and the workers of shards installed here`,
       )
     }
     return {
@@ -115,9 +116,7 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
       [lease.worker, lease.token.toString(), lease.ttlMs, Math.ceil(highWaterMs)],
     )
     if (rows.length === 0) {
-      throw new LeaseExpiredError(
-        `The lease of worker ${lease.worker} (token ${lease.token}) is no longer held: it expired and was granted again, or was freed.`,
-      )
+      throw leaseLost(lease)
     }
   }
 

@@ -1,8 +1,9 @@
 import {
-  LeaseExpiredError,
+  allWorkersHeld,
   type LeaseRecord,
   type LeaseRegistry,
   type LeaseRequest,
+  leaseLost,
   NoFreeLeaseError,
   registryCall,
   type Sharding,
@@ -130,9 +131,7 @@ export class RedisLeaseRegistry implements LeaseRegistry {
       )
     }
     if (reply[0] < 0) {
-      throw new NoFreeLeaseError(
-        `All ${request.sharding.layout.workerCount} workers are leased by live holders or reserved (${this.reserved}). Retry after a TTL, free dead holders with \`shardflake leases\`, or use a layout with more worker bits.`,
-      )
+      throw allWorkersHeld(request, this.reserved)
     }
     return {
       worker: reply[0],
@@ -156,9 +155,7 @@ export class RedisLeaseRegistry implements LeaseRegistry {
       ),
     )
     if (held !== 1) {
-      throw new LeaseExpiredError(
-        `The lease of worker ${lease.worker} (token ${lease.token}) is no longer held: it expired and was granted again, was freed, or the registry lost its data.`,
-      )
+      throw leaseLost(lease)
     }
   }
 
