@@ -9,7 +9,7 @@ import {
 import { checkCount, type SyncIdSource } from './id-source'
 import type { Layout } from './layout'
 import { claimShards, lastClaimedTime, releaseShards } from './shard-claims'
-import type { Sharding } from './sharding'
+import { requireSharding, type Sharding } from './sharding'
 import { readDuration, SOURCE_DEFAULTS } from './source-options'
 
 /** Which logical shards a process owns: all of them, a list, or an inclusive range. */
@@ -142,12 +142,7 @@ export class InProcessSource implements SyncIdSource {
    * the shards.
    */
   constructor(options: InProcessSourceOptions) {
-    const sharding = options?.sharding
-    if (!sharding?.layout || !Number.isInteger(sharding.logicalShards)) {
-      throw new ConfigurationError(
-        "InProcessSource needs the application's sharding: new InProcessSource({ sharding: defineSharding({ layout, logicalShards }), shards }). logicalShards decides where every key goes and must be the same for every source.",
-      )
-    }
+    const sharding = requireSharding(options?.sharding, 'InProcessSource')
     const { layout } = sharding
     layout.checkGenerating()
     if (layout.order.indexOf('sequence') !== 3) {

@@ -78,6 +78,7 @@ export {
   checkShardRule,
   defineSharding,
   describeShardRule,
+  requireSharding,
   Sharding,
   type ShardingDescription,
   type ShardingOptions,

@@ -1,4 +1,5 @@
 import {
+  ConfigurationError,
   InvalidArgumentError,
   InvalidShardRuleError,
   MissingShardKeyError,
@@ -184,6 +185,28 @@ export class Sharding {
 function describe(sharding: Sharding | ShardingDescription): string {
   const { layout } = sharding
   return `layout ${JSON.stringify(layout.name)} (${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, epoch ${new Date(layout.epoch).toISOString()}) with logicalShards ${sharding.logicalShards}`
+}
+
+/**
+ * The `sharding` option of a source, installer or generator, checked: none has a default, so
+ * that one key lands on one shard whoever makes its ID.
+ * @param who what needs it, for the message: `'MysqlSource'`, `'The PostgreSQL SQL'`.
+ * @throws ConfigurationError naming `logicalShards` when it is missing or not a sharding.
+ */
+export function requireSharding(sharding: unknown, who: string): Sharding {
+  const candidate = sharding as Partial<Sharding> | undefined
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.logicalShards !== 'number' ||
+    typeof candidate.layout?.shardOf !== 'function' ||
+    typeof candidate.checkSame !== 'function'
+  ) {
+    throw new ConfigurationError(
+      `${who} needs the application's sharding: pass { sharding: defineSharding({ layout, logicalShards }) }. There is no default logicalShards: it decides which shard every key lands on, so the application picks it once and hands the same sharding to every source, installer and adapter.`,
+    )
+  }
+  return candidate as Sharding
 }
 
 /**

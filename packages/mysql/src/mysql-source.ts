@@ -7,6 +7,7 @@ import {
   PrefetchBuffers,
   type PrefetchOptions,
   readDuration,
+  requireSharding,
   type Sharding,
   type ShardMap,
   ShardOutOfRangeError,
@@ -20,7 +21,7 @@ import { checkSchemaPrefix, shardSchemaName } from './identifiers'
 import { checkBigNumberConfig, createMysqlPool } from './pool'
 import { callServer, type RunQuery } from './server-call'
 import { readShardCheck, type ShardCheck } from './shard-check'
-import { checkGeneratingLayout, requireSharding } from './sql/options'
+import { checkGeneratingLayout } from './sql/options'
 import { MAX_BATCH } from './sql/shard-parts'
 import { SIGNALS } from './sql/signals'
 

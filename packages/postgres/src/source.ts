@@ -7,6 +7,7 @@ import {
   PrefetchBuffers,
   type PrefetchOptions,
   readDuration,
+  requireSharding,
   type Sharding,
   ShardingMismatchError,
   ShardMap,
@@ -21,7 +22,6 @@ import { type Call, Connections, type PostgresDatabase, type Rows } from './conn
 import { translatePostgresError } from './errors'
 import { checkInstalled, readShardingFrom } from './installer'
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from './names'
-import { checkSharding } from './sql/options'
 
 /** What {@link PostgresSource} takes. */
 export interface PostgresSourceOptions {
@@ -118,7 +118,7 @@ export class PostgresSource implements IdSource {
    * @throws InvalidArgumentError for a `timeoutMs` out of bounds or a bad prefetch size.
    */
   constructor(options: PostgresSourceOptions) {
-    const sharding = checkSharding(options?.sharding, 'PostgresSource')
+    const sharding = requireSharding(options?.sharding, 'PostgresSource')
     sharding.layout.checkGenerating()
     this.sharding = sharding
     this.shardMap =

@@ -3,6 +3,7 @@ import {
   InvalidLayoutError,
   type Layout,
   readDuration,
+  requireSharding,
   type Sharding,
   SOURCE_DEFAULTS,
 } from '@shardflake/core'
@@ -137,17 +138,7 @@ export interface ResolvedOptions {
  * @throws InvalidArgumentError for a duration out of its bounds.
  */
 export function resolveOptions(options: RedisSourceOptions): ResolvedOptions {
-  const sharding = options?.sharding
-  if (
-    typeof sharding !== 'object' ||
-    sharding === null ||
-    typeof sharding.checkShard !== 'function' ||
-    !sharding.layout
-  ) {
-    throw new ConfigurationError(
-      "RedisSource needs the application's sharding: pass { sharding: defineSharding({ layout, logicalShards }) }, the same one every source and adapter uses. There is no default logicalShards: it decides where every key goes, so choose it once.",
-    )
-  }
+  const sharding = requireSharding(options?.sharding, 'RedisSource')
   const { layout } = sharding
   layout.checkGenerating(options.clock?.() ?? Date.now())
   if (layout.order[0] !== 'time' || layout.order[3] !== 'sequence') {

@@ -1,9 +1,9 @@
 import {
-  ConfigurationError,
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
   readDuration,
+  requireSharding,
   type Sharding,
   SOURCE_DEFAULTS,
 } from '@shardflake/core'
@@ -58,27 +58,6 @@ export interface ResolvedSqlOptions {
   readonly schemaPrefix: string
   readonly maxDriftMs: number
   readonly counterEngine: CounterEngine
-}
-
-/**
- * The sharding every MySQL entry point needs; a clear error naming `logicalShards` without it.
- * @throws ConfigurationError
- * @internal
- */
-export function requireSharding(sharding: unknown, who: string): Sharding {
-  const candidate = sharding as Partial<Sharding> | undefined
-  if (
-    typeof candidate !== 'object' ||
-    candidate === null ||
-    typeof candidate.logicalShards !== 'number' ||
-    typeof candidate.layout?.shardOf !== 'function' ||
-    typeof candidate.checkSame !== 'function'
-  ) {
-    throw new ConfigurationError(
-      `${who} needs the application's sharding: { sharding: defineSharding({ layout, logicalShards }) }. There is no default logicalShards: it decides which shard every key lands on, so the application picks it once and hands the same sharding to every source, installer and adapter.`,
-    )
-  }
-  return candidate as Sharding
 }
 
 /** @internal */

@@ -1,10 +1,10 @@
 import {
-  ConfigurationError,
   fnv1a32,
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
   readDuration,
+  requireSharding,
   type Sharding,
   SOURCE_DEFAULTS,
 } from '@shardflake/core'
@@ -104,7 +104,7 @@ export interface ResolvedSqlOptions {
  * @throws InvalidArgumentError for numbers out of range.
  */
 export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptions {
-  const sharding = checkSharding(options?.sharding, 'The PostgreSQL SQL')
+  const sharding = requireSharding(options?.sharding, 'The PostgreSQL SQL')
   const { layout } = sharding
   if (layout.decodeOnly) {
     throw new InvalidLayoutError(
@@ -149,24 +149,6 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
     reserveFrom: integer('reserveFrom', options.reserveFrom ?? 128, 1, 2_147_483_647),
     lockKey: fnv1a32(`shardflake:${schema}`) | 0,
   }
-}
-
-/**
- * The sharding option, checked: every installer, generator and source needs one, and none has a
- * default, so that one key lands on one shard whoever makes its ID.
- * @throws ConfigurationError naming `logicalShards` when it is missing. @internal
- */
-export function checkSharding(sharding: Sharding | undefined, who: string): Sharding {
-  if (
-    !sharding ||
-    typeof sharding.logicalShards !== 'number' ||
-    typeof sharding.layout?.shardOf !== 'function'
-  ) {
-    throw new ConfigurationError(
-      `${who} needs the application's sharding: pass { sharding: defineSharding({ layout, logicalShards }) }. There is no default logicalShards: it decides which shard every key goes to, so decide it once and give the same sharding to every source, installer and adapter.`,
-    )
-  }
-  return sharding
 }
 
 /** Numbers of the layout in the form the SQL uses them. @internal */
