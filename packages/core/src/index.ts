@@ -1,3 +1,11 @@
+export {
+  checkServedShard,
+  contextQueryRule,
+  type DatabaseSourceOptions,
+  OpenedPools,
+  type SourceDatabases,
+  toShardMap,
+} from './database-source'
 export { type Ddl, toDdl } from './ddl'
 export { type DeadlineOptions, throwIfCancelled, withDeadline } from './deadline'
 export * from './errors'

@@ -2,20 +2,23 @@ import {
   ClockMovedBackwardsError,
   ConfigurationError,
   checkCount,
+  checkServedShard,
+  contextQueryRule,
+  type DatabaseSourceOptions,
   type IdRequestContext,
   type IdSource,
+  OpenedPools,
   PrefetchBuffers,
-  type PrefetchOptions,
   readDuration,
   requireSharding,
   type Sharding,
   type ShardMap,
-  ShardOutOfRangeError,
   SOURCE_DEFAULTS,
   throwIfCancelled,
+  toShardMap,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
-import { type MysqlDatabases, type MysqlTarget, toShardMap } from './databases'
+import type { MysqlTarget } from './databases'
 import { driverError, translateError } from './errors'
 import { checkSchemaPrefix, shardSchemaName } from './identifiers'
 import { checkBigNumberConfig, createMysqlPool } from './pool'
@@ -25,23 +28,8 @@ import { checkGeneratingLayout } from './sql/options'
 import { MAX_BATCH } from './sql/shard-parts'
 import { SIGNALS } from './sql/signals'
 
-/** What {@link MysqlSource} takes. */
-export interface MysqlSourceOptions {
-  /**
-   * The application's sharding (`defineSharding({ layout, logicalShards })`), the one the shards
-   * were installed with. Required: there is no default `logicalShards`.
-   */
-  sharding: Sharding
-  /**
-   * Where the logical shards live: one server (a pool or a URL) for `shards`, ranges of logical
-   * shards to servers, or a core `ShardMap` of pools. Pools you pass stay open on `close()`;
-   * pools the source opened from URLs are ended.
-   */
-  databases: MysqlDatabases
-  /** With one server in `databases`: the logical shards it serves. @default 'all' */
-  shards?: 'all' | readonly number[] | string | { from: number; to: number }
-  /** The prefix the shards were installed with. @default 'shard_' */
-  schemaPrefix?: string
+/** What {@link MysqlSource} takes (`databases`: pools or `mysql://` URLs). */
+export interface MysqlSourceOptions extends DatabaseSourceOptions<MysqlTarget> {
   /**
    * How long a call may wait, in total, while a shard's counter is further ahead of the server
    * clock than the installed `maxDriftMs` (a burst, or a clock that stepped back), before it
@@ -49,30 +37,6 @@ export interface MysqlSourceOptions {
    * @default 100 (core SOURCE_DEFAULTS.maxWaitMs)
    */
   maxWaitMs?: number
-  /**
-   * The longest one call waits for its server, in ms. Past it the call fails with
-   * `TimedOutError` and its statement is killed on the server (`KILL QUERY`).
-   * @default 2000 (core SOURCE_DEFAULTS.timeoutMs)
-   */
-  timeoutMs?: number
-  /**
-   * Serve single IDs and batches from a per-shard buffer (core `PrefetchBuffers`): a call the
-   * buffer cannot serve takes what is left and reserves `size` more in one round trip. Unused
-   * IDs are dropped after `maxAgeMs` or on `close()` (gaps, never repeats). `size` at most
-   * 1,000,000.
-   * @default undefined (no buffer: every call is one round trip)
-   */
-  prefetch?: PrefetchOptions
-  /**
-   * Reserve through the caller's connection (`context.query`, e.g. the ORM's transaction) when
-   * one is given, instead of this source's pool; a function decides per shard. Only correct when
-   * that connection reaches the server holding the shard, and only safe with a
-   * non-transactional counter (Aria, the MariaDB default, or MyISAM): the source checks the
-   * counter's engine on the first such call and refuses an InnoDB one with
-   * `ConfigurationError`, because a rollback would give its IDs back.
-   * @default false
-   */
-  useContextQuery?: boolean | ((shard: number) => boolean)
 }
 
 /**
@@ -87,7 +51,12 @@ export interface MysqlSourceOptions {
  * On the first use of each shard database the source compares the sharding recorded there by
  * the installer (layout and logicalShards) with its own: `ShardingMismatchError` when they
  * differ. Every failure is a `ShardflakeError` (see the package README's errors table), every
- * call is bounded by `timeoutMs` and the caller's `context.signal`.
+ * call is bounded by `timeoutMs` and the caller's `context.signal` (a statement given up on is
+ * killed on the server, `KILL QUERY`). `prefetch.size` is at most 1,000,000.
+ *
+ * `useContextQuery` is only safe with a non-transactional counter (Aria, the MariaDB default, or
+ * MyISAM): the source checks the counter's engine on the first such call and refuses an InnoDB
+ * one with `ConfigurationError`, because a rollback would give its IDs back.
  *
  * @example
  * ```ts
@@ -122,7 +91,7 @@ export class MysqlSource implements IdSource {
   private readonly useContext: (shard: number) => boolean
   private readonly statements = new Map<number, string>()
   /** Pools opened from URLs (ended on close). */
-  private readonly opened = new Map<string, Promise<Pool>>()
+  private readonly opened = new OpenedPools<Pool>(createMysqlPool)
   /** What the first use of each shard database found (sharding checked). */
   private readonly checked = new Map<number, ShardCheck>()
   /** Checks in flight, shared by concurrent first calls. */
@@ -163,8 +132,7 @@ export class MysqlSource implements IdSource {
         return this.compose(shard, await this.reserve(shard, count), count)
       }, options.prefetch)
     }
-    const use = options.useContextQuery ?? false
-    this.useContext = typeof use === 'function' ? use : () => use
+    this.useContext = contextQueryRule(options.useContextQuery)
   }
 
   /** One new ID of a logical shard (from the prefetch buffer when there is one). */
@@ -179,7 +147,7 @@ export class MysqlSource implements IdSource {
    */
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
-    this.checkServed(shard)
+    checkServedShard(this.shardMap, shard)
     if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
     throwIfCancelled(context?.signal, `logical shard ${shard}`)
     const query = context?.query && this.useContext(shard) ? context.query : undefined
@@ -192,10 +160,7 @@ export class MysqlSource implements IdSource {
     if (this.closed) return
     this.closed = true
     this.buffers?.clear()
-    const pools = await Promise.allSettled(this.opened.values())
-    await Promise.all(
-      pools.map((result) => (result.status === 'fulfilled' ? result.value.end() : undefined)),
-    )
+    await this.opened.close()
   }
 
   /** The IDs of counter values `first .. first + count - 1`: one bigint addition per ID. */
@@ -216,25 +181,9 @@ export class MysqlSource implements IdSource {
     return ids
   }
 
-  private checkServed(shard: number): void {
-    this.sharding.checkShard(shard)
-    if (!this.shardMap.has(shard)) {
-      throw new ShardOutOfRangeError(
-        shard,
-        `Logical shard ${shard} is not served by this MysqlSource (not in its shard map).`,
-      )
-    }
-  }
-
   private pool(shard: number): Promise<Pool> {
     const target = this.shardMap.targetFor(shard)
-    if (typeof target !== 'string') return Promise.resolve(target)
-    let pool = this.opened.get(target)
-    if (!pool) {
-      pool = createMysqlPool(target)
-      this.opened.set(target, pool)
-    }
-    return pool
+    return typeof target === 'string' ? this.opened.get(target) : Promise.resolve(target)
   }
 
   private what(shard: number): string {

@@ -1,4 +1,4 @@
-import { ConfigurationError, type ShardflakeError } from '@shardflake/core'
+import { ConfigurationError, OpenedPools, type ShardflakeError } from '@shardflake/core'
 import { isPool, type PoolLike, type SqlClient } from './client'
 
 /** A database of a {@link PostgresSource}: a client you own, or a URL the source opens a pool for. */
@@ -27,7 +27,22 @@ export type Translate = (
  * @internal
  */
 export class Connections {
-  private readonly opened = new Map<string, Promise<PoolLike>>()
+  private readonly opened = new OpenedPools<PoolLike>((url) =>
+    import('pg').then(
+      (pg) => {
+        const created = new pg.default.Pool({ connectionString: url })
+        // An idle connection the server closed: the next call fails and is translated.
+        created.on('error', () => undefined)
+        return created as unknown as PoolLike
+      },
+      (error: unknown) => {
+        throw new ConfigurationError(
+          'A database given as a URL needs the pg package (npm install pg).',
+          { cause: error },
+        )
+      },
+    ),
+  )
   private readonly lazy = new Map<string, SqlClient>()
   private closed = false
 
@@ -81,25 +96,7 @@ export class Connections {
   async open(target: PostgresDatabase, what: string): Promise<SqlClient> {
     if (typeof target !== 'string') return target
     if (this.closed) throw new ConfigurationError(`${what}: this PostgresSource is closed.`)
-    let pool = this.opened.get(target)
-    if (!pool) {
-      pool = import('pg').then(
-        (pg) => {
-          const created = new pg.default.Pool({ connectionString: target })
-          // An idle connection the server closed: the next call fails and is translated.
-          created.on('error', () => undefined)
-          return created as unknown as PoolLike
-        },
-        (error: unknown) => {
-          throw new ConfigurationError(
-            `${what}: a database given as a URL needs the pg package (npm install pg).`,
-            { cause: error },
-          )
-        },
-      )
-      this.opened.set(target, pool)
-    }
-    return pool
+    return this.opened.get(target)
   }
 
   /** A client that opens the URL's pool on first use, for `poolFor`. */
@@ -126,8 +123,6 @@ export class Connections {
   /** Ends the pools opened from URLs. */
   async close(): Promise<void> {
     this.closed = true
-    const pools = [...this.opened.values()]
-    this.opened.clear()
-    await Promise.all(pools.map((pool) => pool.then((p) => p.end?.()).catch(() => undefined)))
+    await this.opened.close()
   }
 }

@@ -1,20 +1,22 @@
 import {
   ConfigurationError,
   checkCount,
+  checkServedShard,
+  contextQueryRule,
+  type DatabaseSourceOptions,
   type IdInput,
   type IdRequestContext,
   type IdSource,
   PrefetchBuffers,
-  type PrefetchOptions,
   readDuration,
   requireSharding,
   type Sharding,
   ShardingMismatchError,
-  ShardMap,
-  ShardOutOfRangeError,
+  type ShardMap,
   SOURCE_DEFAULTS,
   SourceUnavailableError,
   throwIfCancelled,
+  toShardMap,
   withDeadline,
 } from '@shardflake/core'
 import type { SqlClient } from './client'
@@ -23,23 +25,12 @@ import { translatePostgresError } from './errors'
 import { checkInstalled, readShardingFrom } from './installer'
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from './names'
 
-/** What {@link PostgresSource} takes. */
-export interface PostgresSourceOptions {
-  /**
-   * The application's sharding (`defineSharding({ layout, logicalShards })`), the same one the
-   * databases were installed with: the source compares it with what each database records.
-   */
-  sharding: Sharding
-  /**
-   * Where the logical shards live: one database serving every logical shard, or a
-   * {@link ShardMap} from logical shard ranges to databases (Instagram's thousands of logical
-   * shards on a few servers). A database is a `pg.Pool`, a `pg.Client`, a PGlite instance
-   * (anything with `query(sql, params)`), or a connection URL: the source then opens a `pg.Pool`
-   * for it and {@link PostgresSource.close} ends it.
-   */
-  databases: PostgresDatabase | ShardMap<PostgresDatabase>
-  /** @default 'shard_' */
-  schemaPrefix?: string
+/**
+ * What {@link PostgresSource} takes. A database is a `pg.Pool`, a `pg.Client`, a PGlite instance
+ * (anything with `query(sql, params)`), or a connection URL: the source then opens a `pg.Pool`
+ * for it and {@link PostgresSource.close} ends it.
+ */
+export interface PostgresSourceOptions extends DatabaseSourceOptions<PostgresDatabase> {
   /**
    * The schema holding the metadata the installer wrote (`installPostgres({ schema })`). On its
    * first use of each database the source reads the sharding recorded there and refuses to hand
@@ -47,29 +38,6 @@ export interface PostgresSourceOptions {
    * @default 'shardflake'
    */
   schema?: string
-  /**
-   * The longest one call waits for its database, in ms; then it fails with `TimedOutError`, and
-   * the statement is cancelled on the server (`pg_cancel_backend`) when the database is a pool.
-   * @default SOURCE_DEFAULTS.timeoutMs (2000)
-   */
-  timeoutMs?: number
-  /**
-   * Serve single IDs and small batches from a per-shard buffer filled `size` beyond the request
-   * at a time, so single inserts and small flushes pay no round trip of their own. The trade-off:
-   * an ID's embedded time is when it was **made**, up to `maxAgeMs` before the row is inserted,
-   * so IDs from different processes interleave by up to that much; unused buffered IDs are lost
-   * on exit (gaps, never repeats). See {@link PrefetchOptions}.
-   * @default undefined (no buffer: one round trip per call)
-   */
-  prefetch?: PrefetchOptions
-  /**
-   * Run the query on the caller's connection (`context.query`, e.g. the ORM's transaction) when
-   * one is given. Only correct when that connection is to the database holding the shard, so off
-   * unless you say so; a function decides per shard. Such calls skip the prefetch buffer: they
-   * draw exactly what they return, on that connection.
-   * @default false
-   */
-  useContextQuery?: boolean | ((shard: number) => boolean)
 }
 
 /**
@@ -121,15 +89,7 @@ export class PostgresSource implements IdSource {
     const sharding = requireSharding(options?.sharding, 'PostgresSource')
     sharding.layout.checkGenerating()
     this.sharding = sharding
-    this.shardMap =
-      options.databases instanceof ShardMap
-        ? options.databases
-        : ShardMap.single(sharding, options.databases)
-    if (!sharding.equals(this.shardMap.sharding)) {
-      throw new ShardingMismatchError(
-        `The shard map was made for ${this.shardMap.sharding}, this source for ${sharding}: build both from the same defineSharding(...).`,
-      )
-    }
+    this.shardMap = toShardMap(sharding, options.databases, options.shards)
     this.schemaPrefix = options.schemaPrefix ?? 'shard_'
     this.schema = checkIdentifier('schema', options.schema ?? 'shardflake')
     shardSchemaName(sharding.logicalShards - 1, this.schemaPrefix)
@@ -142,13 +102,12 @@ export class PostgresSource implements IdSource {
         options.prefetch,
       )
     }
-    const use = options.useContextQuery ?? false
-    this.useContext = typeof use === 'function' ? use : () => use
+    this.useContext = contextQueryRule(options.useContextQuery)
   }
 
   /** The database holding a logical shard (for a URL, a client on the pool the source opened). */
   poolFor(shard: number): SqlClient {
-    this.checkShard(shard)
+    checkServedShard(this.shardMap, shard)
     const target = this.shardMap.targetFor(shard)
     return typeof target === 'string' ? this.connections.client(target) : target
   }
@@ -171,7 +130,7 @@ export class PostgresSource implements IdSource {
    */
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
-    this.checkShard(shard)
+    checkServedShard(this.shardMap, shard)
     const what = `next_ids(${count}) of logical shard ${shard}`
     throwIfCancelled(context?.signal, what)
     // A call on the caller's connection takes exactly what it returns; buffers use the pools.
@@ -195,16 +154,6 @@ export class PostgresSource implements IdSource {
     this.closed = true
     this.buffers?.clear()
     await this.connections.close()
-  }
-
-  private checkShard(shard: number): void {
-    this.sharding.checkShard(shard)
-    if (!this.shardMap.has(shard)) {
-      throw new ShardOutOfRangeError(
-        shard,
-        `Logical shard ${shard} is not in this source's shard map.`,
-      )
-    }
   }
 
   private statement(shard: number): string {
