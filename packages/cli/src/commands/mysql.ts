@@ -1,4 +1,3 @@
-import { formatShardList } from '@shardflake/core'
 import { type Command, Option } from 'commander'
 import type { CliIo } from '../cli-io'
 import {
@@ -11,6 +10,7 @@ import {
   urlFlag,
   wholeNumberFlag,
 } from '../install-options'
+import { reportMove } from '../move-report'
 
 interface MysqlFlags extends ShardFlags {
   dialect?: 'mariadb' | 'mysql8'
@@ -121,20 +121,13 @@ export function registerMysqlCommands(
           onProgress: progressBar(io),
         })
         const shards = result.shards.map((moved) => moved.shard)
-        const resumed = result.shards.filter((moved) => moved.resumed).length
-        io.stdout(
-          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} (databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old server refuses them (SQLSTATE SF005), the new one continues above every value the old one issued.`,
-        )
-        io.stdout(
-          `now point logical shard(s) ${formatShardList(shards)} at the new server in your shard map.`,
-        )
-        const ahead = result.shards.filter((moved) => moved.aheadMs > 1000)
-        if (ahead.length > 0) {
-          const most = Math.max(...ahead.map((moved) => moved.aheadMs))
-          io.stderr(
-            `warning: the new counter of shard(s) ${formatShardList(ahead.map((moved) => moved.shard))} is up to ${Math.round(most)} ms ahead of the new server's clock (a burst on the old one, or its clock ahead): draws there wait for the clock, and fail while it is further ahead than they may wait.`,
-          )
-        }
+        reportMove(io, result.sharding.layout.name, result.shards, {
+          place: 'server',
+          counter: 'counter',
+          where: `databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)}`,
+          above: 'every value the old one issued',
+          failsWith: '',
+        })
       },
       () => Promise.all([from.end(), to.end()]),
     )

@@ -1,4 +1,4 @@
-import { formatShardList, SourceUnavailableError } from '@shardflake/core'
+import { SourceUnavailableError } from '@shardflake/core'
 import type { Command } from 'commander'
 import type { CliIo } from '../cli-io'
 import {
@@ -11,6 +11,7 @@ import {
   urlFlag,
   wholeNumberFlag,
 } from '../install-options'
+import { reportMove } from '../move-report'
 
 interface PostgresFlags extends ShardFlags {
   schema: string
@@ -105,20 +106,13 @@ export function registerPostgresCommands(
           onProgress: progressBar(io),
         })
         const shards = result.shards.map((moved) => moved.shard)
-        const resumed = result.shards.filter((moved) => moved.resumed).length
-        io.stdout(
-          `moved ${shards.length} shard(s) of layout ${JSON.stringify(result.sharding.layout.name)} (schemas ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}, metadata in ${result.schema})${resumed > 0 ? `, ${resumed} of them resumed` : ''}: the old database refuses them (SQLSTATE SF005), the new one continues above the last ID the old one could issue.`,
-        )
-        io.stdout(
-          `now point logical shard(s) ${formatShardList(shards)} at the new database in your shard map.`,
-        )
-        const ahead = result.shards.filter((moved) => moved.aheadMs > 1000)
-        if (ahead.length > 0) {
-          const most = Math.max(...ahead.map((moved) => moved.aheadMs))
-          io.stderr(
-            `warning: the new sequence of shard(s) ${formatShardList(ahead.map((moved) => moved.shard))} is up to ${Math.round(most)} ms ahead of the new database's clock (a burst on the old one, or its clock ahead): draws there wait for the clock, and fail with SF001 while it is further ahead than they may wait.`,
-          )
-        }
+        reportMove(io, result.sharding.layout.name, result.shards, {
+          place: 'database',
+          counter: 'sequence',
+          where: `schemas ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}, metadata in ${result.schema}`,
+          above: 'the last ID the old one could issue',
+          failsWith: ' with SF001',
+        })
       },
       () => Promise.all([from.end(), to.end()]),
     )
