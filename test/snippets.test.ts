@@ -60,11 +60,13 @@ function readmeSnippets(file: string): string[] {
 
 function sourceFiles(dir: string): string[] {
   if (!existsSync(dir)) return []
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'))
-    // Generated code (a Prisma client) documents itself for its own generator, not for users.
-    .filter((name) => !name.split('/').includes('generated'))
-    .map((name) => join(dir, name))
+  return (
+    readdirSync(dir, { recursive: true, encoding: 'utf8' })
+      .filter((name) => name.endsWith('.ts') && !name.endsWith('.d.ts'))
+      // Generated code (a Prisma client) documents itself for its own generator, not for users.
+      .filter((name) => !name.split('/').includes('generated'))
+      .map((name) => join(dir, name))
+  )
 }
 
 function exampleSnippets(file: string): string[] {
