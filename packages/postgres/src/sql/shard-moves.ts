@@ -49,8 +49,9 @@ DECLARE
   moved boolean := false;
   waited integer := 0;
 BEGIN
-  BEGIN
-    WHILE NOT pg_try_advisory_lock(${lock}) LOOP
+${locked(
+  x,
+  `    WHILE NOT pg_try_advisory_lock(${lock}) LOOP
       -- At most once per transaction: a holder blocked behind a fence (movePostgresShards) would
       -- otherwise cost every row of a multi-row INSERT the whole wait.
       IF waited >= ${o.maxWaitMs} OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
@@ -76,13 +77,8 @@ BEGIN
       moved := true;
     END IF;
     -- A new generation when the sequence moved (or a session died half-way); else the same one.
-    PERFORM setval(${gen}, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(${lock});
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM ${s}._unlock();
-    RAISE;
-  END;
+    PERFORM setval(${gen}, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);`,
+)}
   -- Moved here, or by another session since the caller drew: either way, draw again.
   RETURN true;
 END
@@ -96,18 +92,14 @@ DECLARE
   g bigint;
   called boolean;
 BEGIN
-  BEGIN
-    PERFORM pg_advisory_lock(${lock});
+${locked(
+  x,
+  `    PERFORM pg_advisory_lock(${lock});
     SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
     IF NOT called THEN
       PERFORM setval(${gen}, g + 1, true);
-    END IF;
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(${lock});
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM ${s}._unlock();
-    RAISE;
-  END;
+    END IF;`,
+)}
 END
 $$;
 
@@ -147,12 +139,9 @@ DECLARE
   first bigint;
   refused boolean := false;
 BEGIN
-  BEGIN
-    PERFORM pg_advisory_lock(${lock});
-    SELECT last_value INTO g FROM ${s}.id_gen;
-    PERFORM setval(${gen}, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM ${s}.id_seq;
+${seqlockMove(
+  x,
+  `    SELECT last_value INTO last FROM ${s}.id_seq;
     nv := ${nowV};
     first := CASE WHEN last < nv - ${n.margin} THEN nv ELSE last + 1 END;
     -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
@@ -162,14 +151,8 @@ BEGIN
     END IF;
     IF NOT refused THEN
       PERFORM setval(${seq}, first + n - 1, true);
-    END IF;
-    PERFORM setval(${gen}, g + 1, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(${lock});
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM ${s}._unlock();
-    RAISE;
-  END;
+    END IF;`,
+)}
   IF refused AND n > ${n.drift + n.wait} THEN
     -- The batch alone is more than the shard makes within the drift and the wait: overload.
     RAISE EXCEPTION USING ERRCODE = 'SF006',
@@ -201,23 +184,46 @@ BEGIN
   IF v IS NULL OR v < 0 OR v > ${n.maxValue} THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard ${shard}: _advance_to(v) needs v from 0 to ${n.maxValue}, got %s', v);
   END IF;
-  BEGIN
-    PERFORM pg_advisory_lock(${lock});
-    SELECT last_value INTO g FROM ${s}.id_gen;
-    PERFORM setval(${gen}, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT greatest(last_value, v) INTO last FROM ${s}.id_seq;
-    PERFORM setval(${seq}, last, true);
-    PERFORM setval(${gen}, g + 1, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(${lock});
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM ${s}._unlock();
-    RAISE;
-  END;
+${seqlockMove(
+  x,
+  `    SELECT greatest(last_value, v) INTO last FROM ${s}.id_seq;
+    PERFORM setval(${seq}, last, true);`,
+)}
   RETURN last;
 END
 $$;
 
 `
+}
+
+/**
+ * A block under the shard's advisory lock (`inner` takes it, then works): the lock is let go as
+ * the block's last statement, and on any error (a cancel included) by `_unlock()`, the error
+ * raised again.
+ */
+function locked(x: ShardContext, inner: string): string {
+  return `  BEGIN
+${inner}
+    -- The last statement of the protected block: a cancel cannot land between it and the end.
+    PERFORM pg_advisory_unlock(${x.lock});
+  EXCEPTION WHEN query_canceled OR others THEN
+    PERFORM ${x.s}._unlock();
+    RAISE;
+  END;`
+}
+
+/**
+ * A move of the sequence under the lock and the seqlock (`id_gen` "not called" while `body`
+ * runs, a new generation after it): draws running meanwhile are discarded and drawn again.
+ */
+function seqlockMove(x: ShardContext, body: string): string {
+  return locked(
+    x,
+    `    PERFORM pg_advisory_lock(${x.lock});
+    SELECT last_value INTO g FROM ${x.s}.id_gen;
+    PERFORM setval(${x.gen}, g, false);
+    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+${body}
+    PERFORM setval(${x.gen}, g + 1, true);`,
+  )
 }
