@@ -1,12 +1,11 @@
 import type { Ddl } from '@shardflake/core'
-import { quoteIdentifier, shardSchemaName } from '../names'
 import { asDdl } from './ddl'
 import {
-  numbers,
   type PostgresSqlOptions,
   type ResolvedSqlOptions,
   resolveSqlOptions,
   SQL_VERSION,
+  shardContext,
 } from './options'
 
 /**
@@ -39,13 +38,7 @@ export function fenceSql(options: PostgresSqlOptions, shard: number): Ddl {
 
 /** {@link fenceSql} as one script. @internal */
 export function fenceScript(o: ResolvedSqlOptions, shard: number): string {
-  o.sharding.checkShard(shard)
-  const n = numbers(o)
-  const name = shardSchemaName(shard, o.schemaPrefix)
-  const s = quoteIdentifier('schema', name)
-  const c = quoteIdentifier('schema', o.schema)
-  const seq = `'${s}.id_seq'::regclass`
-  const gen = `'${s}.id_gen'::regclass`
+  const { n, name, s, c, seq, gen } = shardContext(o, shard)
   // Room above the last value, `marginMs` of ID space: a call already running the old body when
   // the fence commits (a statement planned with the inlined next_id(), a reservation waiting for
   // the lock) takes its values within it and then fails in a fenced helper with SF005, rather
