@@ -39,16 +39,14 @@ export {
 } from './layout'
 export {
   allWorkersHeld,
-  LeasedSource,
-  type LeasedSourceOptions,
   type LeaseRecord,
   type LeaseRegistry,
   type LeaseRequest,
   leaseLost,
   registryCall,
   type WorkerLease,
-  workerFromEnvironment,
-} from './lease'
+} from './lease-registry'
+export { LeasedSource, type LeasedSourceOptions } from './leased-source'
 export { MemoryLeaseRegistry } from './memory-lease-registry'
 export {
   checkMoveEnds,
@@ -94,3 +92,4 @@ export {
   shardByOnShardedIdError,
 } from './sharding'
 export { MAX_DURATION_MS, readDuration, SOURCE_DEFAULTS } from './source-options'
+export { workerFromEnvironment } from './worker-from-environment'

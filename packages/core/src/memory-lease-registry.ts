@@ -1,5 +1,5 @@
 import { LeaseExpiredError, NoFreeLeaseError } from './errors'
-import type { LeaseRecord, LeaseRegistry, LeaseRequest, WorkerLease } from './lease'
+import type { LeaseRecord, LeaseRegistry, LeaseRequest, WorkerLease } from './lease-registry'
 import type { Sharding } from './sharding'
 
 interface Slot {
