@@ -94,8 +94,6 @@ export class MysqlSource implements IdSource {
   private readonly opened = new OpenedPools<Pool>(createMysqlPool)
   /** What the first use of each shard database found (sharding checked). */
   private readonly checked = new Map<number, ShardCheck>()
-  /** Checks in flight, shared by concurrent first calls. */
-  private readonly checking = new Map<number, Promise<ShardCheck>>()
   private closed = false
 
   /**
@@ -232,24 +230,15 @@ export class MysqlSource implements IdSource {
     }
   }
 
-  /** Once per shard database (again after a failure): the recorded sharding, the counter's engine. */
-  private check(shard: number, run: RunQuery): Promise<ShardCheck> {
-    let pending = this.checking.get(shard)
-    if (!pending) {
-      pending = readShardCheck(run, this.sharding, shard, this.schemaPrefix).then(
-        (found) => {
-          this.checking.delete(shard)
-          this.checked.set(shard, found)
-          return found
-        },
-        (error: unknown) => {
-          this.checking.delete(shard)
-          throw error
-        },
-      )
-      this.checking.set(shard, pending)
-    }
-    return pending
+  /**
+   * Once per shard database (again after a failure): the recorded sharding, the counter's engine.
+   * Each caller that finds no result yet reads it on its own connection, within its own deadline:
+   * a shared read would fail every waiting caller when the one running it gives up.
+   */
+  private async check(shard: number, run: RunQuery): Promise<ShardCheck> {
+    const found = await readShardCheck(run, this.sharding, shard, this.schemaPrefix)
+    this.checked.set(shard, found)
+    return found
   }
 
   /**
