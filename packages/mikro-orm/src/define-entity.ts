@@ -30,33 +30,28 @@ import {
  */
 export function shardedId<T = Record<string, unknown>>(
   options: ShardedIdRule<T> & { idType: 'string' },
-): ReturnType<typeof stringKey>
+): ReturnType<typeof key<'string'>>
 export function shardedId<T = Record<string, unknown>>(
   options: ShardedIdRule<T> & { idType?: 'bigint' },
-): ReturnType<typeof bigintKey>
+): ReturnType<typeof key<'bigint'>>
 export function shardedId<T = Record<string, unknown>>(
   options: ShardedIdRule<T> & { idType?: 'bigint' | 'string' },
-): ReturnType<typeof stringKey> | ReturnType<typeof bigintKey> {
+): ReturnType<typeof key<'string'>> | ReturnType<typeof key<'bigint'>> {
   const { spec, onCreate } = shardedIdParts(options)
-  return spec.idType === 'string' ? stringKey(onCreate, spec) : bigintKey(onCreate, spec)
+  return spec.idType === 'string' ? key('string', onCreate, spec) : key('bigint', onCreate, spec)
 }
 
 // onCreate may leave the key empty (async source, shard key not set yet): the subscriber fills
 // it at flush. The casts only tell defineEntity the property's type.
-function bigintKey(onCreate: ShardedIdOnCreate, spec: ShardedIdSpec) {
+function key<M extends 'bigint' | 'string'>(
+  mode: M,
+  onCreate: ShardedIdOnCreate,
+  spec: ShardedIdSpec,
+) {
   return p
-    .bigint('bigint')
+    .bigint(mode)
     .type(spec.type)
     .primary()
     .autoincrement(false)
-    .onCreate(adoptOnCreate((entity: object, em) => onCreate(entity, em) as bigint, spec))
-}
-
-function stringKey(onCreate: ShardedIdOnCreate, spec: ShardedIdSpec) {
-  return p
-    .bigint('string')
-    .type(spec.type)
-    .primary()
-    .autoincrement(false)
-    .onCreate(adoptOnCreate((entity: object, em) => onCreate(entity, em) as string, spec))
+    .onCreate(adoptOnCreate((entity: object, em) => onCreate(entity, em) as never, spec))
 }
