@@ -10,6 +10,12 @@ export { type Ddl, toDdl } from './ddl'
 export { type DeadlineOptions, throwIfCancelled, withDeadline } from './deadline'
 export * from './errors'
 export {
+  Failover,
+  type FailoverHandlers,
+  type FailoverOptions,
+  type FailoverServer,
+} from './failover'
+export {
   type AllocateOptions,
   allocateIds,
   checkCount,

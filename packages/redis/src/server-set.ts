@@ -1,5 +1,6 @@
 import {
   ConfigurationError,
+  Failover,
   type ShardflakeError,
   SourceUnavailableError,
   withDeadline,
@@ -37,12 +38,18 @@ export class ServerSet {
   private readonly record: ShardingRecord
   private readonly shardKeys: string[] = []
   private readonly metaKey: string
-  private turn = 0
+  private readonly failover: Failover<Server>
   private allChecked: Promise<void> | undefined
   private allCheckedDone = false
 
   constructor(private readonly config: ResolvedOptions) {
     this.servers = openServers(config)
+    this.failover = new Failover(this.servers, {
+      retryAfterMs: config.retryAfterMs,
+      strategy: config.strategy,
+      ready: (server) => server.client.status === 'ready',
+      skipped: 'last',
+    })
     this.metaKey = `${config.prefix}meta`
     this.record = new ShardingRecord(config, (server, statusAtSend, started, error) =>
       this.translate(server, statusAtSend, started, error),
@@ -56,27 +63,24 @@ export class ServerSet {
    */
   async run(call: ScriptCall): Promise<[Server, GrantReply]> {
     if (!this.allCheckedDone) await this.checkAll(call.signal)
-    const failures: string[] = []
-    let last: ShardflakeError | undefined
-    for (const server of this.order()) {
-      try {
+    return await this.failover.run(
+      async (server) => {
         const reply = await withDeadline(() => this.attempt(server, call), {
           timeoutMs: this.config.timeoutMs,
           signal: call.signal,
           what: `Redis ${server.name}`,
         })
-        return [server, reply]
-      } catch (error) {
-        const failure = error as ShardflakeError
-        if (!failure.retryable || failure.code === 'CANCELLED') throw failure
-        server.downUntil = Date.now() + this.config.retryAfterMs
-        failures.push(`${server.name}: ${failure.message}`)
-        last = failure
-      }
-    }
-    throw new SourceUnavailableError(
-      `No Redis server could issue IDs for shard ${call.shard}. ${failures.join(' ')}`,
-      { cause: last },
+        return [server, reply] as [Server, GrantReply]
+      },
+      {
+        translate: (error) => error as ShardflakeError,
+        failsOver: (failure) => failure.retryable && failure.code !== 'CANCELLED',
+        unavailable: (failures) =>
+          new SourceUnavailableError(
+            `No Redis server could issue IDs for shard ${call.shard}. ${failures.map(([server, failure]) => `${server.name}: ${failure.message}`).join(' ')}`,
+            { cause: failures.at(-1)?.[1] },
+          ),
+      },
     )
   }
 
@@ -106,26 +110,6 @@ export class ServerSet {
   /** Closes the clients made from URLs; clients passed in stay open. */
   close(): Promise<void> {
     return closeServers(this.servers)
-  }
-
-  /** Healthy servers first (in strategy order), then the rest. */
-  private order(): readonly Server[] {
-    const { servers } = this
-    if (servers.length === 1) return servers
-    let start = 0
-    if (this.config.strategy === 'round-robin') {
-      start = this.turn
-      this.turn = (this.turn + 1) % servers.length
-    }
-    const now = Date.now()
-    const healthy: Server[] = []
-    const others: Server[] = []
-    for (let i = 0; i < servers.length; i++) {
-      const server = servers[(start + i) % servers.length]!
-      if (server.client.status === 'ready' && server.downUntil <= now) healthy.push(server)
-      else others.push(server)
-    }
-    return healthy.concat(others)
   }
 
   /** One try on one server, every failure translated. */

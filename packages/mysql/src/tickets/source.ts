@@ -1,6 +1,7 @@
 import {
   ConfigurationError,
   checkCount,
+  Failover,
   type IdRequestContext,
   type IdSource,
   ShardOutOfRangeError,
@@ -56,7 +57,7 @@ export class TicketServerSource implements IdSource {
   readonly increment: number
   private readonly config: TicketConfig
   private learning: Promise<void> | undefined
-  private next = 0
+  private readonly failover: Failover<ServerEntry>
 
   /**
    * @throws ConfigurationError for offsets that do not form 1..increment without repeats, an
@@ -66,6 +67,11 @@ export class TicketServerSource implements IdSource {
     this.config = resolveTicketConfig(options)
     this.sequence = this.config.sequence
     this.increment = this.config.increment
+    this.failover = new Failover(this.config.servers, {
+      retryAfterMs: this.config.retryAfterMs,
+      strategy: 'round-robin',
+      skipped: 'when-none-healthy',
+    })
   }
 
   /** One new ticket. `shard` is only checked (tickets carry no shard). */
@@ -89,28 +95,16 @@ export class TicketServerSource implements IdSource {
       )
     }
     throwIfCancelled(context?.signal, `ticket sequence ${this.sequence}`)
-    const { servers, retryAfterMs } = this.config
     if (this.config.useServerSettings) await this.learnAll()
-    const n = servers.length
-    const start = this.next++ % n
-    const now = Date.now()
-    const order = Array.from({ length: n }, (_, k) => servers[(start + k) % n]!)
-    const candidates = order.filter((s) => s.downUntil <= now)
-    let last: unknown
-    for (const server of candidates.length > 0 ? candidates : order) {
-      try {
-        return await this.draw(server, count, context?.signal)
-      } catch (error) {
-        const translated = translateError(error, { what: server.what })
-        if (!isServerFailure(translated)) throw translated
-        server.downUntil = Date.now() + retryAfterMs
-        last = translated
-      }
-    }
-    throw new SourceUnavailableError(
-      `None of the ${n} ticket servers of sequence ${this.sequence} answered within ${this.config.timeoutMs} ms (timeoutMs). Nothing was issued.`,
-      { cause: last },
-    )
+    return await this.failover.run((server) => this.draw(server, count, context?.signal), {
+      translate: (error, server) => translateError(error, { what: server.what }),
+      failsOver: isServerFailure,
+      unavailable: (failures) =>
+        new SourceUnavailableError(
+          `None of the ${this.config.servers.length} ticket servers of sequence ${this.sequence} answered within ${this.config.timeoutMs} ms (timeoutMs). Nothing was issued.`,
+          { cause: failures.at(-1)?.[1] },
+        ),
+    })
   }
 
   /** Does nothing: the pools belong to the caller. */
@@ -149,17 +143,16 @@ export class TicketServerSource implements IdSource {
   /** With `useServerSettings`: read every reachable server's recorded values once, check them. */
   private learnAll(): Promise<void> {
     if (!this.learning) {
-      const { servers, retryAfterMs } = this.config
+      const { servers } = this.config
       const learning = (async () => {
         const results = await Promise.allSettled(servers.map((server) => readRecorded(server)))
-        const now = Date.now()
         for (const [i, result] of results.entries()) {
           const server = servers[i]!
           if (result.status === 'fulfilled') server.recorded = result.value
           else {
             const translated = translateError(result.reason, { what: server.what })
             if (!isServerFailure(translated)) throw translated
-            server.downUntil = now + retryAfterMs
+            this.failover.markDown(server)
           }
         }
         const known = servers.flatMap((server) =>
