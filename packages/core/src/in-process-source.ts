@@ -10,7 +10,7 @@ import { checkCount, type SyncIdSource } from './id-source'
 import type { Layout } from './layout'
 import { claimShards, lastClaimedTime, releaseShards } from './shard-claims'
 import { requireSharding, type Sharding } from './sharding'
-import { readDuration, SOURCE_DEFAULTS } from './source-options'
+import { readDuration, readSourceDuration } from './source-options'
 
 /** Which logical shards a process owns: all of them, a list, or an inclusive range. */
 export type ShardSelection =
@@ -158,7 +158,7 @@ export class InProcessSource implements SyncIdSource {
       )
     }
     const maxDriftMs = readDuration('maxDriftMs', options.maxDriftMs, 10)
-    const maxWaitMs = readDuration('maxWaitMs', options.maxWaitMs, SOURCE_DEFAULTS.maxWaitMs, {
+    const maxWaitMs = readSourceDuration('maxWaitMs', options.maxWaitMs, {
       max: 60_000,
     })
     let shards: number[]

@@ -97,5 +97,10 @@ export {
   type ShardRule,
   shardByOnShardedIdError,
 } from './sharding'
-export { MAX_DURATION_MS, readDuration, SOURCE_DEFAULTS } from './source-options'
+export {
+  MAX_DURATION_MS,
+  readDuration,
+  readSourceDuration,
+  SOURCE_DEFAULTS,
+} from './source-options'
 export { workerFromEnvironment } from './worker-from-environment'

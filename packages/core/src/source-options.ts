@@ -42,3 +42,17 @@ export function readDuration(
   }
   return value
 }
+
+/**
+ * Reads one of the shared source options (`maxDriftMs`, `maxWaitMs`, `timeoutMs`,
+ * `retryAfterMs`) with its default from {@link SOURCE_DEFAULTS}, so a name always comes with
+ * the same default.
+ * @throws InvalidArgumentError naming the option and its bounds.
+ */
+export function readSourceDuration(
+  name: keyof typeof SOURCE_DEFAULTS,
+  value: number | undefined,
+  bounds: { readonly min?: number; readonly max?: number } = {},
+): number {
+  return readDuration(name, value, SOURCE_DEFAULTS[name], bounds)
+}

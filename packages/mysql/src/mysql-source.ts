@@ -9,11 +9,10 @@ import {
   type IdSource,
   OpenedPools,
   PrefetchBuffers,
-  readDuration,
+  readSourceDuration,
   requireSharding,
   type Sharding,
   type ShardMap,
-  SOURCE_DEFAULTS,
   throwIfCancelled,
   toShardMap,
 } from '@shardflake/core'
@@ -112,8 +111,8 @@ export class MysqlSource implements IdSource {
       if (typeof target !== 'string') checkBigNumberConfig(target, 'MysqlSource')
     }
     this.schemaPrefix = checkSchemaPrefix(options.schemaPrefix ?? 'shard_', layout.shardCount - 1)
-    this.maxWaitMs = readDuration('maxWaitMs', options.maxWaitMs, SOURCE_DEFAULTS.maxWaitMs)
-    this.timeoutMs = readDuration('timeoutMs', options.timeoutMs, SOURCE_DEFAULTS.timeoutMs, {
+    this.maxWaitMs = readSourceDuration('maxWaitMs', options.maxWaitMs)
+    this.timeoutMs = readSourceDuration('timeoutMs', options.timeoutMs, {
       min: 1,
     })
     this.timeShift = layout.shifts.time

@@ -8,12 +8,11 @@ import {
   type IdRequestContext,
   type IdSource,
   PrefetchBuffers,
-  readDuration,
+  readSourceDuration,
   requireSharding,
   type Sharding,
   ShardingMismatchError,
   type ShardMap,
-  SOURCE_DEFAULTS,
   SourceUnavailableError,
   throwIfCancelled,
   toShardMap,
@@ -93,7 +92,7 @@ export class PostgresSource implements IdSource {
     this.schemaPrefix = options.schemaPrefix ?? 'shard_'
     this.schema = checkIdentifier('schema', options.schema ?? 'shardflake')
     shardSchemaName(sharding.logicalShards - 1, this.schemaPrefix)
-    this.timeoutMs = readDuration('timeoutMs', options.timeoutMs, SOURCE_DEFAULTS.timeoutMs, {
+    this.timeoutMs = readSourceDuration('timeoutMs', options.timeoutMs, {
       min: 1,
     })
     if (options.prefetch) {

@@ -2,7 +2,7 @@ import {
   ConfigurationError,
   InvalidLayoutError,
   type Layout,
-  readDuration,
+  readSourceDuration,
   requireSharding,
   type Sharding,
   SOURCE_DEFAULTS,
@@ -180,17 +180,17 @@ export function resolveOptions(options: RedisSourceOptions): ResolvedOptions {
     layout,
     inputs,
     prefix,
-    maxDriftMs: readDuration('maxDriftMs', options.maxDriftMs, SOURCE_DEFAULTS.maxDriftMs, {
+    maxDriftMs: readSourceDuration('maxDriftMs', options.maxDriftMs, {
       max: 3_600_000,
     }),
-    maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, SOURCE_DEFAULTS.maxWaitMs, {
+    maxWaitMs: readSourceDuration('maxWaitMs', options.maxWaitMs, {
       max: 60_000,
     }),
-    timeoutMs: readDuration('timeoutMs', options.timeoutMs, SOURCE_DEFAULTS.timeoutMs, {
+    timeoutMs: readSourceDuration('timeoutMs', options.timeoutMs, {
       min: 1,
       max: 600_000,
     }),
-    retryAfterMs: readDuration('retryAfterMs', options.retryAfterMs, SOURCE_DEFAULTS.retryAfterMs, {
+    retryAfterMs: readSourceDuration('retryAfterMs', options.retryAfterMs, {
       max: 3_600_000,
     }),
     strategy,

@@ -2,10 +2,9 @@ import {
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
-  readDuration,
+  readSourceDuration,
   requireSharding,
   type Sharding,
-  SOURCE_DEFAULTS,
 } from '@shardflake/core'
 import { checkSchemaPrefix } from '../identifiers'
 
@@ -75,7 +74,7 @@ export function resolveSqlOptions(
     )
   }
   const schemaPrefix = checkSchemaPrefix(options.schemaPrefix ?? 'shard_', layout.shardCount - 1)
-  const maxDriftMs = readDuration('maxDriftMs', options.maxDriftMs, SOURCE_DEFAULTS.maxDriftMs, {
+  const maxDriftMs = readSourceDuration('maxDriftMs', options.maxDriftMs, {
     min: layout.timeUnitMs,
   })
   const counterEngine = options.counterEngine ?? (dialect === 'mariadb' ? 'Aria' : 'InnoDB')

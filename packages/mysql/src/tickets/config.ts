@@ -1,4 +1,4 @@
-import { ConfigurationError, readDuration, SOURCE_DEFAULTS } from '@shardflake/core'
+import { ConfigurationError, readSourceDuration } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
 import { driverError } from '../errors'
 import { checkIdentifier } from '../identifiers'
@@ -134,8 +134,8 @@ export function resolveTicketConfig(options: TicketServersOptions): TicketConfig
     sequence,
     increment,
     useServerSettings: options.useServerSettings ?? false,
-    timeoutMs: readDuration('timeoutMs', options.timeoutMs, SOURCE_DEFAULTS.timeoutMs, { min: 1 }),
-    retryAfterMs: readDuration('retryAfterMs', options.retryAfterMs, SOURCE_DEFAULTS.retryAfterMs),
+    timeoutMs: readSourceDuration('timeoutMs', options.timeoutMs, { min: 1 }),
+    retryAfterMs: readSourceDuration('retryAfterMs', options.retryAfterMs),
     servers,
   }
 }

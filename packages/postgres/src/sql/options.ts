@@ -3,10 +3,9 @@ import {
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
-  readDuration,
+  readSourceDuration,
   requireSharding,
   type Sharding,
-  SOURCE_DEFAULTS,
 } from '@shardflake/core'
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 
@@ -142,8 +141,8 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
     worker,
     cache: integer('cache', options.cache ?? 1, 1, 1_000_000),
     marginMs: integer('marginMs', options.marginMs ?? 50, 1, 3_600_000),
-    maxDriftMs: readDuration('maxDriftMs', options.maxDriftMs, SOURCE_DEFAULTS.maxDriftMs),
-    maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, SOURCE_DEFAULTS.maxWaitMs, {
+    maxDriftMs: readSourceDuration('maxDriftMs', options.maxDriftMs),
+    maxWaitMs: readSourceDuration('maxWaitMs', options.maxWaitMs, {
       max: 3_600_000,
     }),
     reserveFrom: integer('reserveFrom', options.reserveFrom ?? 128, 1, 2_147_483_647),
