@@ -170,21 +170,34 @@ export class LeasedSource implements SyncIdSource {
       this.lastFailure = undefined
     } catch (error) {
       this.lastFailure = error
-      if (!(error instanceof LeaseExpiredError) || this.closed) return
-      // Another holder has the worker now: take a new lease, then switch generators.
-      const next = await acquire(this.options).catch((failure: unknown) => {
-        this.lastFailure = failure
-        return undefined
-      })
-      if (!next || this.closed) {
-        if (next) await registry.release(next.lease, next.highWaterMs).catch(() => undefined)
-        return
-      }
-      this.generator.close()
+      // Another holder has the worker now (or the registry lost it): take a new lease.
+      if (error instanceof LeaseExpiredError && !this.closed) await this.switchLease()
+    }
+  }
+
+  /**
+   * Takes a new lease and a generator for it. Never throws: a failure is kept for the next
+   * `LeaseExpiredError`, and the old generator stays stopped at its mark meanwhile.
+   */
+  private async switchLease(): Promise<void> {
+    const { registry } = this.options
+    let next: Awaited<ReturnType<typeof acquire>> | undefined
+    try {
+      next = await acquire(this.options)
+      if (this.closed) throw new ConfigurationError('closed while taking a new lease')
+      const sameWorker = next.lease.worker === this.current.worker
+      if (sameWorker) this.generator.close()
+      // Another source of this process may still hold the new worker (a registry that lost its
+      // data grants it again): the claim refuses it, and the lease goes back.
+      const generator = this.generatorFor(next.lease)
+      if (!sameWorker) this.generator.close()
+      this.generator = generator
       this.current = next.lease
       this.highWaterMs = next.highWaterMs
       this.highWaterTime = this.toTime(next.highWaterMs)
-      this.generator = this.generatorFor(next.lease)
+    } catch (failure) {
+      this.lastFailure = failure
+      if (next) await registry.release(next.lease, next.lease.startAfterMs).catch(() => undefined)
     }
   }
 

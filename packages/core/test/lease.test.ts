@@ -202,6 +202,33 @@ describe('LeasedSource', () => {
     await next.close()
   })
 
+  it('survives a registry that loses its data while two sources of one process hold leases', async () => {
+    const time = clocks()
+    let inner = new MemoryLeaseRegistry(time.clock)
+    const registry: LeaseRegistry = {
+      acquire: (request) => inner.acquire(request),
+      renew: (lease, mark) => inner.renew(lease, mark),
+      release: (lease, issued) => inner.release(lease, issued),
+      list: () => inner.list(),
+      free: (worker) => inner.free(worker),
+      close: () => inner.close(),
+    }
+    const options = { sharding, registry, ttlMs: 1000, clock: time.clock }
+    const a = await start(options)
+    const b = await start(options)
+    const ids = [...a.nextIds(2, 50), ...b.nextIds(2, 50)]
+    inner = new MemoryLeaseRegistry(time.clock) // wiped: it grants worker 0 first, which a holds
+    // b renews first: its lease is gone, and the fresh registry offers it a's worker, which this
+    // process still uses; the claim refuses it and b takes another one next time.
+    await b.renew()
+    await a.renew()
+    await b.renew()
+    expect(a.lease.worker).not.toBe(b.lease.worker)
+    time.advance(1)
+    ids.push(...a.nextIds(2, 50), ...b.nextIds(2, 50))
+    expect(new Set(ids).size).toBe(200)
+  })
+
   it('needs worker bits', async () => {
     const flat = defineSharding({
       layout: defineLayout({
