@@ -61,6 +61,24 @@ async function postgresAdmin(statement: string): Promise<void> {
   }
 }
 
+/** Waits (up to 5 s) until no session is connected to database `name`. */
+async function waitUntilUnused(name: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: postgresUrl() })
+  await admin.connect()
+  try {
+    for (let waited = 0; waited < 5000; waited += 50) {
+      const { rows } = await admin.query(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+        [name],
+      )
+      if ((rows[0] as { n: number }).n === 0) return
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  } finally {
+    await admin.end()
+  }
+}
+
 async function freshPostgres(name: string): Promise<RawDatabase> {
   // The name is this run's own: dropping it WITH (FORCE) cannot touch another run's database.
   await postgresAdmin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
@@ -77,6 +95,9 @@ async function freshPostgres(name: string): Promise<RawDatabase> {
     },
     async close() {
       await pool.end()
+      // Pools of the ORM and the source may still be ending their connections: give them a few
+      // seconds to leave, so that FORCE does not terminate a connection someone still listens to.
+      await waitUntilUnused(name)
       await postgresAdmin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
     },
   }

@@ -28,6 +28,7 @@ describeAdapter('MikroORM / PostgreSQL / LeasedSource (PostgreSQL registry) / le
   sharding,
   createSource: async (raw, sharding) => {
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    pool.on('error', () => undefined) // an idle connection ended by the server
     const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
     const close = source.close.bind(source)
     source.close = async () => {

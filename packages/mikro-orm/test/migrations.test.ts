@@ -34,6 +34,7 @@ describe('orm.schema and the migrator after installPostgres', () => {
     raw = await freshDatabase('postgres', 'sf_mikro_schema')
     for (const sql of blogSchemaSql('postgres')) await raw.query(sql)
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    pool.on('error', () => undefined) // an idle connection ended by the server
     try {
       await installPostgres(pool, { sharding, shards: 'all' })
     } finally {
@@ -76,6 +77,7 @@ describe('orm.schema and the migrator after installPostgres', () => {
       expect([...created.diff.up, ...created.diff.down].join('\n')).not.toMatch(touchesShardflake)
       await orm.schema.update()
       const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+      pool.on('error', () => undefined) // an idle connection ended by the server
       const still = new PostgresSource({ sharding, databases: pool })
       try {
         expect(sharding.shardOfId(await still.nextId(2))).toBe(2)
@@ -119,6 +121,7 @@ it("runs @shardflake/postgres's generated DDL up and down through MikroORM's mig
     expect(await orm.migrator.up()).toHaveLength(1)
     expect(await schemas()).toEqual(['shard_0', 'shard_1', 'shard_2', 'shardflake'])
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    pool.on('error', () => undefined) // an idle connection ended by the server
     try {
       const source = new PostgresSource({ sharding, databases: pool })
       const ids = await source.nextIds(2, 3)

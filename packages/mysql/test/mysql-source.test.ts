@@ -201,12 +201,13 @@ describe('MysqlSource', () => {
     const killed = on(a, { timeoutMs: 60_000 })
     await killed.nextId(2) // the sharding check is done: the next call is the reserve itself
     await withCounterLocked(2, async () => {
-      const pending = killed.nextIds(2, 3)
+      // Each expectation is attached before the kill: the call may fail before the KILL returns.
+      const cancelled = expect(killed.nextIds(2, 3)).rejects.toBeInstanceOf(CancelledError)
       await a.query(`KILL QUERY ${await threadRunning(a, `${SHARDS}2\`.\`reserve_ids`)}`)
-      await expect(pending).rejects.toBeInstanceOf(CancelledError)
-      const lost = killed.nextIds(2, 3)
+      await cancelled
+      const lost = expect(killed.nextIds(2, 3)).rejects.toBeInstanceOf(ConnectionLostError)
       await a.query(`KILL CONNECTION ${await threadRunning(a, `${SHARDS}2\`.\`reserve_ids`)}`)
-      await expect(lost).rejects.toBeInstanceOf(ConnectionLostError)
+      await lost
     })
     expect(layout.shardOf(await killed.nextId(2))).toBe(2)
   })

@@ -27,6 +27,7 @@ describeAdapter('Prisma / PostgreSQL / LeasedSource (PostgreSQL registry)', {
   sharding,
   createSource: async (raw, sharding) => {
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    pool.on('error', () => undefined) // an idle connection ended by the server
     const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
     const close = source.close.bind(source)
     source.close = async () => {

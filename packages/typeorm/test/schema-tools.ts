@@ -37,6 +37,7 @@ export function describeSchemaTools(tag: string): void {
     beforeAll(async () => {
       raw = await freshDatabase('postgres', `sf_typeorm_${tag}tools_pg`)
       pool = new pg.Pool({ connectionString: raw.url, max: 4 })
+      pool.on('error', () => undefined) // an idle connection ended by the server
       await installPostgres(pool, { sharding, shards: '0-63' })
       source = new PostgresSource({ sharding, databases: pool })
       dataSource = new DataSource(dataSourceOptions(raw, entities))

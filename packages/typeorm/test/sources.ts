@@ -31,6 +31,7 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
  */
 export async function postgresSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
   const pool = new pg.Pool({ connectionString: raw.url, max: 4 })
+  pool.on('error', () => undefined) // an idle connection ended by the server
   await installPostgres(pool, { sharding, shards: 'all' })
   const source = new PostgresSource({ sharding, databases: pool, useContextQuery: true })
   const close = source.close.bind(source)
@@ -133,6 +134,7 @@ export const leasedSharding = defineSharding({
 export async function leasedSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
   if (raw.dialect === 'postgres') {
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
+    pool.on('error', () => undefined) // an idle connection ended by the server
     const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
     const close = source.close.bind(source)
     source.close = async () => {

@@ -28,6 +28,7 @@ export function databaseSources(dialect: Dialect): Record<string, SourceMaker> {
 /** `next_id()` installed in the test database for every logical shard; closing ends its pool. */
 export async function postgresSource(raw: RawDatabase, sharding: Sharding): Promise<IdSource> {
   const pool = new pg.Pool({ connectionString: raw.url, max: 8 })
+  pool.on('error', () => undefined) // an idle connection ended by the server
   await installPostgres(pool, { sharding, shards: 'all' })
   const source = new PostgresSource({ sharding, databases: pool })
   return withClose(source, () => pool.end())
