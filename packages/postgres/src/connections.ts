@@ -87,8 +87,12 @@ export class Connections {
       connection.off?.('end', onEnd)
       connection.off?.('error', onEnd)
       // A connection that broke is destroyed, not handed to the next caller; so is one a cancel
-      // was sent to (it could otherwise land on the next caller's statement).
-      connection.release(broken || call.cancelled === true)
+      // was sent to (it could otherwise land on the next caller's statement). While it closes, the
+      // server may still end it (a restart, a terminated session): nobody waits on it any more,
+      // so that late error is dropped instead of reaching the process as an 'error' event.
+      const destroy = broken || call.cancelled === true
+      if (destroy) connection.on?.('error', ignore)
+      connection.release(destroy)
     }
   }
 
@@ -126,3 +130,5 @@ export class Connections {
     await this.opened.close()
   }
 }
+
+function ignore(): void {}
