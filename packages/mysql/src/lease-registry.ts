@@ -17,8 +17,10 @@ export interface MysqlLeaseRegistryOptions {
   /** The database of the lease tables (created on first use). @default 'shardflake' */
   readonly database?: string
   /**
-   * Workers never leased: those database routines or a Redis source write into their IDs.
-   * @default [0]
+   * Workers never leased besides worker 0, which the MySQL routines write into every ID they make
+   * and which this registry therefore never leases: add those of other database functions or of
+   * Redis servers.
+   * @default []
    */
   readonly reservedWorkers?: readonly number[]
 }
@@ -54,7 +56,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
     options: MysqlLeaseRegistryOptions = {},
   ) {
     this.db = `\`${checkIdentifier('database', options.database ?? 'shardflake')}\``
-    this.reserved = [...(options.reservedWorkers ?? [0])]
+    this.reserved = [...new Set([0, ...(options.reservedWorkers ?? [])])]
   }
 
   async acquire(request: LeaseRequest): Promise<WorkerLease> {

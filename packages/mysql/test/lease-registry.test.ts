@@ -62,6 +62,15 @@ describe('MysqlLeaseRegistry', () => {
     expect((await registry.list()).filter((lease) => lease.holder !== null)).toHaveLength(3)
   })
 
+  it('never leases worker 0, which the MySQL routines write, even when told other reserved workers', async () => {
+    const registry = new MysqlLeaseRegistry(pool, { database: database(), reservedWorkers: [3] })
+    const sources = [await start(registry), await start(registry)]
+    expect(new Set(sources.map((s) => s.lease.worker))).toEqual(new Set([1, 2]))
+    await expect(LeasedSource.start({ sharding, registry })).rejects.toBeInstanceOf(
+      NoFreeLeaseError,
+    )
+  })
+
   it('refuses an application with another sharding', async () => {
     const name = database()
     await (await start(new MysqlLeaseRegistry(pool, { database: name }))).close()
