@@ -48,42 +48,57 @@ export function readResults(input: unknown, where = 'results'): BenchResults {
   const fail = (what: string): never => {
     throw new TypeError(`${where}: ${what}`)
   }
-  if (typeof input !== 'object' || input === null) fail('expected an object')
-  const data = input as Record<string, unknown>
-  for (const key of ['title', 'unit'] as const) {
-    if (typeof data[key] !== 'string') fail(`"${key}" must be a string`)
+  if (typeof input !== 'object' || input === null) return fail('expected an object')
+  const text = (key: string, value: unknown): string =>
+    typeof value === 'string' ? value : fail(`"${key}" must be a string`)
+  const optionalText = (key: string, value: unknown): string | undefined =>
+    value === undefined ? undefined : text(key, value)
+  const { title, unit, note, baseline, roundName, scale, rows } = input as Partial<
+    Record<keyof BenchResults, unknown>
+  >
+  const heading = { title: text('title', title), unit: text('unit', unit) }
+  let lines: string | string[] | undefined
+  if (note !== undefined) {
+    if (typeof note === 'string') lines = note
+    else if (Array.isArray(note) && note.every((line) => typeof line === 'string')) lines = note
+    else fail('"note" must be a string or an array of strings when given')
   }
-  for (const key of ['baseline', 'roundName'] as const) {
-    if (data[key] !== undefined && typeof data[key] !== 'string')
-      fail(`"${key}" must be a string when given`)
-  }
-  const note = data.note
-  if (
-    note !== undefined &&
-    typeof note !== 'string' &&
-    !(Array.isArray(note) && note.every((line) => typeof line === 'string'))
-  )
-    fail('"note" must be a string or an array of strings when given')
-  if (data.scale !== undefined && data.scale !== 'log' && data.scale !== 'linear')
+  const base = optionalText('baseline', baseline)
+  const round = optionalText('roundName', roundName)
+  if (scale !== undefined && scale !== 'log' && scale !== 'linear') {
     fail('"scale" must be "log" or "linear" when given')
-  if (!Array.isArray(data.rows) || data.rows.length === 0) fail('"rows" must be a non-empty array')
-  const rows = data.rows as unknown[]
+  }
+  if (!Array.isArray(rows) || rows.length === 0) return fail('"rows" must be a non-empty array')
   const seen = new Set<string>()
-  rows.forEach((row, index) => {
+  const checked: BenchRow[] = []
+  for (const [index, row] of (rows as unknown[]).entries()) {
     const at = `rows[${index}]`
-    if (typeof row !== 'object' || row === null) fail(`${at} must be an object`)
-    const { label, group, values } = row as Record<string, unknown>
-    if (typeof label !== 'string' || label === '') fail(`${at}.label must be a non-empty string`)
-    if (group !== undefined && typeof group !== 'string') fail(`${at}.group must be a string`)
-    if (!Array.isArray(values) || values.length === 0)
-      fail(`${at}.values must be a non-empty array`)
-    for (const value of values as unknown[]) {
-      if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)
-        fail(`${at}.values must hold positive finite numbers`)
+    if (typeof row !== 'object' || row === null) return fail(`${at} must be an object`)
+    const { label, group, values } = row as Partial<Record<keyof BenchRow, unknown>>
+    if (typeof label !== 'string' || label === '')
+      return fail(`${at}.label must be a non-empty string`)
+    if (group !== undefined && typeof group !== 'string')
+      return fail(`${at}.group must be a string`)
+    if (!Array.isArray(values) || values.length === 0) {
+      return fail(`${at}.values must be a non-empty array`)
     }
+    const numbers = values.map((value: unknown) =>
+      typeof value === 'number' && Number.isFinite(value) && value > 0
+        ? value
+        : fail(`${at}.values must hold positive finite numbers`),
+    )
     const key = `${group ?? ''}\u0000${label}`
     if (seen.has(key)) fail(`${at}: the label "${label}" appears twice in one group`)
     seen.add(key)
-  })
-  return data as unknown as BenchResults
+    checked.push({ label, ...(group === undefined ? {} : { group }), values: numbers })
+  }
+  // The keys in the order the shape declares them, so a tidied file reads like a written one.
+  return {
+    ...heading,
+    ...(lines === undefined ? {} : { note: lines }),
+    ...(base === undefined ? {} : { baseline: base }),
+    ...(round === undefined ? {} : { roundName: round }),
+    ...(scale === 'log' || scale === 'linear' ? { scale } : {}),
+    rows: checked,
+  }
 }

@@ -32,7 +32,7 @@ export class ShardflakeError extends Error {
 
   constructor(message: string, options?: ShardflakeErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
-    const code = (new.target as unknown as { code: ShardflakeErrorCode }).code
+    const code = new.target.code
     this.code = code
     this.name = new.target.name
     this.retryable = options?.retryable ?? RETRYABLE.has(code)

@@ -207,9 +207,9 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
     await query(`INSERT IGNORE INTO ${db}.lease_sharding (only_row, description) VALUES (1, ?)`, [
       JSON.stringify(sharding.toJSON()),
     ])
-    const [rows] = (await query(`SELECT description FROM ${db}.lease_sharding`)) as unknown as [
-      RowDataPacket[],
-    ]
+    const [rows] = await registryCall(() =>
+      this.pool.query<RowDataPacket[]>(`SELECT description FROM ${db}.lease_sharding`),
+    )
     const recorded = JSON.parse(String(rows[0]!.description)) as ShardingDescription
     sharding.checkSame(recorded, `The lease registry in database ${db}`)
     const workers = Array.from({ length: sharding.layout.workerCount }, (_, worker) => [worker])

@@ -33,7 +33,7 @@ export class Connections {
         const created = new pg.default.Pool({ connectionString: url })
         // An idle connection the server closed: the next call fails and is translated.
         created.on('error', () => undefined)
-        return created as unknown as PoolLike
+        return created
       },
       (error: unknown) => {
         throw new ConfigurationError(

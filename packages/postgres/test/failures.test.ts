@@ -15,7 +15,13 @@ import {
 } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
+import {
+  type InstallOptions,
+  installPostgres,
+  PostgresSource,
+  type PostgresSourceOptions,
+  type SqlClient,
+} from '../src/index'
 import { resolveSqlOptions } from '../src/sql/options'
 import { createDatabase, dropDatabase, RUN, raw, sharding } from './helpers'
 
@@ -320,13 +326,13 @@ describe('bad input is refused before anything happens', () => {
   })
 
   it('without a sharding: ConfigurationError naming logicalShards', async () => {
-    const options = { databases: pool } as unknown as ConstructorParameters<
-      typeof PostgresSource
-    >[0]
-    expect(() => new PostgresSource(options)).toThrow(/logicalShards/)
-    await expect(
-      installPostgres(pool, { shards: [1] } as unknown as Parameters<typeof installPostgres>[1]),
-    ).rejects.toThrow(ConfigurationError)
+    // What a JavaScript caller (no type checker) can pass: the required sharding left out.
+    const options: Partial<PostgresSourceOptions> = { databases: pool }
+    expect(() => new PostgresSource(options as PostgresSourceOptions)).toThrow(/logicalShards/)
+    const install: Partial<InstallOptions> = { shards: [1] }
+    await expect(installPostgres(pool, install as InstallOptions)).rejects.toThrow(
+      ConfigurationError,
+    )
   })
 })
 

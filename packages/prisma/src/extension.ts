@@ -11,6 +11,21 @@ interface FindUnique {
   }): Promise<Record<string, unknown> | null>
 }
 
+/** The model delegate (`client.post`) of a model name, when the client has one. */
+function delegateOf(client: object, model: string): FindUnique | undefined {
+  const delegate: unknown = Reflect.get(client, model.charAt(0).toLowerCase() + model.slice(1))
+  return isFindUnique(delegate) ? delegate : undefined
+}
+
+function isFindUnique(value: unknown): value is FindUnique {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'findUnique' in value &&
+    typeof value.findUnique === 'function'
+  )
+}
+
 /** What Prisma passes a query hook, as far as the extension reads it. */
 interface QueryHookParams<A, R> {
   model: string
@@ -127,9 +142,8 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
   const models = checkModels(options.models)
 
   return Prisma.defineExtension((client) => {
-    const delegates = client as unknown as Record<string, FindUnique | undefined>
     const find: FindField = async (model, where, field) => {
-      const delegate = delegates[model.charAt(0).toLowerCase() + model.slice(1)]
+      const delegate = delegateOf(client, model)
       if (!delegate) throw new ConfigurationError(`The Prisma client has no model ${model}.`)
       const row = await delegate.findUnique({ where, select: { [field]: true } })
       return row?.[field] ?? undefined

@@ -54,7 +54,14 @@ describe('RedisSource past the per-ms capacity of a shard', () => {
     const source = fixture.source({
       keyPrefix: `${prefix}default-drift:`,
     })
-    const begin = Date.now()
+    // The script stamps IDs with the server's clock (TIME): bound them by that clock, read
+    // before and after, never by this machine's.
+    const redis = fixture.client(sharedRedisUrl)
+    const serverMs = async () => {
+      const [seconds, micros] = await redis.time()
+      return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+    }
+    const begin = await serverMs()
     const callers = Array.from({ length: 16 }, async (_, caller) => {
       const ids: bigint[] = []
       while (ids.length < 12_500) {
@@ -64,7 +71,7 @@ describe('RedisSource past the per-ms capacity of a shard', () => {
       return ids
     })
     const all = (await Promise.all(callers)).flat()
-    const end = Date.now()
+    const end = await serverMs()
     expect(all).toHaveLength(200_000)
     expect(new Set(all).size).toBe(200_000)
     const ticks = perTick(instagram, all)

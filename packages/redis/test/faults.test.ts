@@ -32,7 +32,9 @@ beforeAll(async () => {
 
 describe('RedisSource refuses bad input before anything happens', () => {
   it('needs a sharding, and names logicalShards', () => {
-    const options = { servers: 'redis://127.0.0.1:1' } as unknown as RedisSourceOptions
+    // What a JavaScript caller (no type checker) can pass: the required sharding left out.
+    const given: Partial<RedisSourceOptions> = { servers: 'redis://127.0.0.1:1' }
+    const options = given as RedisSourceOptions
     expect(() => new RedisSource(options)).toThrow(ConfigurationError)
     expect(() => new RedisSource(options)).toThrow(/logicalShards/)
   })

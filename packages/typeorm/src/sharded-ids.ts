@@ -88,16 +88,21 @@ export function shardedIds(
 
   // initialize() builds metadata (replacing the subscriber list), then synchronizes and runs
   // migrations; a failure in between makes it close the connection and rethrow.
-  const target = dataSource as unknown as { buildMetadatas(): Promise<void> }
-  const buildMetadatas = target.buildMetadatas.bind(dataSource)
-  target.buildMetadatas = async () => {
-    await buildMetadatas()
+  // `buildMetadatas` is protected in TypeORM's types, so it is reached at run time, and checked.
+  const buildMetadatas: unknown = Reflect.get(dataSource, 'buildMetadatas')
+  if (typeof buildMetadatas !== 'function') {
+    throw new ConfigurationError(
+      'This TypeORM version has no DataSource.buildMetadatas(), where shardedIds() checks the entities: use TypeORM 0.3.20+ or 1.x.',
+    )
+  }
+  Reflect.set(dataSource, 'buildMetadatas', async () => {
+    await buildMetadatas.call(dataSource)
     checkLossless(dataSource)
     registerSchemas(dataSource.options.entities)
     checkEntities(dataSource, source)
     await checkSqlMode(dataSource)
     if (!dataSource.subscribers.includes(subscriber)) dataSource.subscribers.push(subscriber)
-  }
+  })
 
   // Every save() runs with its entities at hand, so a new child pushed onto a loaded parent's
   // relation finds that parent (TypeORM hands the hook the child alone).
