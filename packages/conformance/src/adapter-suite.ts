@@ -1,5 +1,6 @@
 import {
   checkCount,
+  defineLayout,
   defineSharding,
   type IdRequestContext,
   type IdSource,
@@ -22,6 +23,23 @@ export type OrmId = string | bigint
  */
 export function testSharding(logicalShards = 64, layout: Layout = instagram): Sharding {
   return defineSharding({ layout, logicalShards })
+}
+
+/**
+ * A sharding for leased sources, whose layout has worker bits (41 time, 13 shard, `workerBits`,
+ * the rest sequence; epoch 2025-01-01), over 64 logical shards. Two worker bits (four workers)
+ * make "every worker held" easy to reach in a test.
+ */
+export function testLeasedSharding(workerBits = 2): Sharding {
+  const layout = defineLayout({
+    name: 'leased',
+    epoch: '2025-01-01T00:00:00Z',
+    timeBits: 41,
+    shardBits: 13,
+    workerBits,
+    sequenceBits: 10 - workerBits,
+  })
+  return defineSharding({ layout, logicalShards: 64 })
 }
 
 /**

@@ -7,6 +7,7 @@ export {
   CountingSource,
   describeAdapter,
   type OrmId,
+  testLeasedSharding,
   testSharding,
 } from './adapter-suite'
 export {

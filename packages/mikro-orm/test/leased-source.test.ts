@@ -3,24 +3,14 @@
  * a registry in the suite's PostgreSQL database, acquired before the first insert and released
  * when the suite closes the source.
  */
-import { describeAdapter } from '@shardflake/conformance'
-import { defineLayout, defineSharding, LeasedSource } from '@shardflake/core'
+import { describeAdapter, testLeasedSharding } from '@shardflake/conformance'
+import { LeasedSource } from '@shardflake/core'
 import { PostgresLeaseRegistry } from '@shardflake/postgres'
 import pg from 'pg'
 import { mikroBlog } from './support/blog'
 import { legacyBlog } from './support/entities-legacy'
 
-const sharding = defineSharding({
-  layout: defineLayout({
-    name: 'leased',
-    epoch: '2025-01-01T00:00:00Z',
-    timeBits: 41,
-    shardBits: 13,
-    workerBits: 4,
-    sequenceBits: 6,
-  }),
-  logicalShards: 64,
-})
+const sharding = testLeasedSharding(4)
 
 describeAdapter('MikroORM / PostgreSQL / LeasedSource (PostgreSQL registry) / legacy decorators', {
   dialect: 'postgres',

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { startMariadb, type ThrowawayServer } from '@shardflake/conformance'
+import { startMariadb, type ThrowawayServer, testLeasedSharding } from '@shardflake/conformance'
 import {
-  defineLayout,
   defineSharding,
   LeasedSource,
   NoFreeLeaseError,
@@ -12,15 +11,8 @@ import mysql from 'mysql2/promise'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { MysqlLeaseRegistry } from '../src'
 
-const layout = defineLayout({
-  name: 'leased',
-  epoch: '2025-01-01T00:00:00Z',
-  timeBits: 41,
-  shardBits: 13,
-  workerBits: 2,
-  sequenceBits: 8,
-})
-const sharding = defineSharding({ layout, logicalShards: 64 })
+const sharding = testLeasedSharding(2)
+const { layout } = sharding
 const pool = mysql.createPool({
   uri: process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test',
   connectionLimit: 6,

@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
-import { startPostgres, type ThrowawayServer } from '@shardflake/conformance'
+import { startPostgres, type ThrowawayServer, testLeasedSharding } from '@shardflake/conformance'
 import {
-  defineLayout,
   defineSharding,
   instagram,
   LeasedSource,
@@ -23,15 +22,8 @@ const URL_ = (() => {
   return url.toString()
 })()
 
-const layout = defineLayout({
-  name: 'leased',
-  epoch: '2025-01-01T00:00:00Z',
-  timeBits: 41,
-  shardBits: 13,
-  workerBits: 2,
-  sequenceBits: 8,
-})
-const sharding = defineSharding({ layout, logicalShards: 64 })
+const sharding = testLeasedSharding(2)
+const { layout } = sharding
 let pool: pg.Pool
 
 beforeAll(async () => {

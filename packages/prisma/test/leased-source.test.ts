@@ -3,23 +3,13 @@
  * a registry in the suite's PostgreSQL database, acquired before the first insert and released
  * when the suite closes the source.
  */
-import { describeAdapter } from '@shardflake/conformance'
-import { defineLayout, defineSharding, LeasedSource } from '@shardflake/core'
+import { describeAdapter, testLeasedSharding } from '@shardflake/conformance'
+import { LeasedSource } from '@shardflake/core'
 import { PostgresLeaseRegistry } from '@shardflake/postgres'
 import pg from 'pg'
 import { blogOnPrisma } from './support/blog'
 
-const sharding = defineSharding({
-  layout: defineLayout({
-    name: 'leased',
-    epoch: '2025-01-01T00:00:00Z',
-    timeBits: 41,
-    shardBits: 13,
-    workerBits: 4,
-    sequenceBits: 6,
-  }),
-  logicalShards: 64,
-})
+const sharding = testLeasedSharding(4)
 
 describeAdapter('Prisma / PostgreSQL / LeasedSource (PostgreSQL registry)', {
   dialect: 'postgres',

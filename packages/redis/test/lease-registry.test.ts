@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { startRedis, type ThrowawayServer } from '@shardflake/conformance'
+import { startRedis, type ThrowawayServer, testLeasedSharding } from '@shardflake/conformance'
 import {
-  defineLayout,
   defineSharding,
   LeasedSource,
   LeaseExpiredError,
@@ -13,15 +12,8 @@ import { Redis } from 'ioredis'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
 import { RedisLeaseRegistry } from '../src'
 
-const layout = defineLayout({
-  name: 'leased',
-  epoch: '2025-01-01T00:00:00Z',
-  timeBits: 41,
-  shardBits: 13,
-  workerBits: 2,
-  sequenceBits: 8,
-})
-const sharding = defineSharding({ layout, logicalShards: 64 })
+const sharding = testLeasedSharding(2)
+const { layout } = sharding
 const shared = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', { lazyConnect: true })
 const prefix = () => `sf_test_leases_${process.pid}_${randomBytes(3).toString('hex')}:`
 

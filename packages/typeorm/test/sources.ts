@@ -2,14 +2,8 @@
  * The database-backed sources the conformance suite runs TypeORM with, each made with the suite's
  * sharding, on the suite's database, closing what it opened.
  */
-import { type RawDatabase, runTag } from '@shardflake/conformance'
-import {
-  defineLayout,
-  defineSharding,
-  type IdSource,
-  LeasedSource,
-  type Sharding,
-} from '@shardflake/core'
+import { type RawDatabase, runTag, testLeasedSharding } from '@shardflake/conformance'
+import { type IdSource, LeasedSource, type Sharding } from '@shardflake/core'
 import {
   createMysqlPool,
   installMysql,
@@ -114,18 +108,8 @@ async function dropDatabases(
   }
 }
 
-/** A sharding whose layout has worker bits (13 shard, 4 worker, 6 sequence), for leased sources. */
-export const leasedSharding = defineSharding({
-  layout: defineLayout({
-    name: 'leased',
-    epoch: '2025-01-01T00:00:00Z',
-    timeBits: 41,
-    shardBits: 13,
-    workerBits: 4,
-    sequenceBits: 6,
-  }),
-  logicalShards: 64,
-})
+/** A sharding whose layout has worker bits, for leased sources. */
+export const leasedSharding = testLeasedSharding(4)
 
 /**
  * `LeasedSource` with its worker leased from a registry in the suite's database (PostgreSQL) or
