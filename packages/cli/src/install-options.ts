@@ -2,9 +2,8 @@ import {
   defineSharding,
   InvalidArgumentError,
   readShardList,
-  ShardflakeError,
   type Sharding,
-  SourceUnavailableError,
+  serverCall,
 } from '@shardflake/core'
 import type { Command } from 'commander'
 import type { CliIo } from './cli-io'
@@ -111,13 +110,7 @@ export async function runGuarded<R>(
   close: () => Promise<unknown>,
 ): Promise<R> {
   try {
-    return await run()
-  } catch (error) {
-    if (error instanceof ShardflakeError) throw error
-    throw new SourceUnavailableError(
-      `${failure}: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    )
+    return await serverCall(failure, run)
   } finally {
     await close().catch(() => undefined)
   }

@@ -275,3 +275,28 @@ export class NoFreeLeaseError extends ShardflakeError {
 export class ShardKeyChangedError extends ShardflakeError {
   static override readonly code = 'SHARD_KEY_CHANGED'
 }
+
+/**
+ * Runs one call on a server (a connect, a query, a registry command) and reports its failure the
+ * way every shardflake failure is reported: shardflake's own errors pass through, anything else
+ * (the driver's) becomes `SourceUnavailableError` ("<failure>: <the driver's message>") with the
+ * driver's error as `cause`.
+ * @example
+ * ```ts
+ * import { serverCall } from '@shardflake/core'
+ * declare const client: { connect(): Promise<void> }
+ *
+ * await serverCall('Could not connect to the database', () => client.connect())
+ * ```
+ */
+export async function serverCall<T>(failure: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run()
+  } catch (error) {
+    if (error instanceof ShardflakeError) throw error
+    throw new SourceUnavailableError(
+      `${failure}: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    )
+  }
+}

@@ -100,6 +100,7 @@ export {
 export {
   MAX_DURATION_MS,
   readDuration,
+  readInteger,
   readSourceDuration,
   SOURCE_DEFAULTS,
 } from './source-options'

@@ -1,9 +1,4 @@
-import {
-  LeaseExpiredError,
-  NoFreeLeaseError,
-  ShardflakeError,
-  SourceUnavailableError,
-} from './errors'
+import { LeaseExpiredError, NoFreeLeaseError, serverCall } from './errors'
 import type { Sharding } from './sharding'
 
 /** What a holder asks a {@link LeaseRegistry} for. */
@@ -82,16 +77,8 @@ export interface LeaseRegistry {
  * await registryCall(() => pool.query('SELECT 1'))
  * ```
  */
-export async function registryCall<T>(command: () => Promise<T>): Promise<T> {
-  try {
-    return await command()
-  } catch (error) {
-    if (error instanceof ShardflakeError) throw error
-    throw new SourceUnavailableError(
-      `The lease registry could not be reached or refused the call: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    )
-  }
+export function registryCall<T>(command: () => Promise<T>): Promise<T> {
+  return serverCall('The lease registry could not be reached or refused the call', command)
 }
 
 /** The error a registry throws when every worker it may lease is held or reserved. */

@@ -22,8 +22,38 @@ export const SOURCE_DEFAULTS = Object.freeze({
 export const MAX_DURATION_MS = 86_400_000
 
 /**
+ * Reads a whole-number option: `undefined` gives `fallback`; anything else must be an integer
+ * from `min` to `max`. Call it where the option is first read, so a bad value fails at once.
+ * @throws InvalidArgumentError naming the option and its bounds.
+ * @example
+ * ```ts
+ * import { readInteger } from '@shardflake/core'
+ *
+ * readInteger('cache', undefined, 1, { min: 1, max: 1_000_000 }) // 1
+ * readInteger('cache', 0, 1, { min: 1, max: 1_000_000 }) // throws: cache must be an integer from 1 to 1000000, got 0.
+ * ```
+ */
+export function readInteger(
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  bounds: { readonly min: number; readonly max: number; readonly unit?: string },
+): number {
+  if (value === undefined) return fallback
+  const { min, max } = bounds
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    const what = bounds.unit ? `an integer number of ${bounds.unit}` : 'an integer'
+    throw new InvalidArgumentError(
+      `${name} must be ${what} from ${min} to ${max}, got ${String(value)}.`,
+    )
+  }
+  return value
+}
+
+/**
  * Reads a duration option in ms: `undefined` gives `fallback`; anything else must be an integer
- * from `min` to `max`. Sources call it in their constructors, so a bad value fails at startup.
+ * from `min` (default 0) to `max` (default one day). Sources call it in their constructors, so a
+ * bad value fails at startup.
  * @throws InvalidArgumentError naming the option and its bounds.
  */
 export function readDuration(
@@ -32,15 +62,11 @@ export function readDuration(
   fallback: number,
   bounds: { readonly min?: number; readonly max?: number } = {},
 ): number {
-  if (value === undefined) return fallback
-  const min = bounds.min ?? 0
-  const max = bounds.max ?? MAX_DURATION_MS
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidArgumentError(
-      `${name} must be an integer number of ms from ${min} to ${max}, got ${String(value)}.`,
-    )
-  }
-  return value
+  return readInteger(name, value, fallback, {
+    min: bounds.min ?? 0,
+    max: bounds.max ?? MAX_DURATION_MS,
+    unit: 'ms',
+  })
 }
 
 /**

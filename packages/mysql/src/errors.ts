@@ -11,6 +11,7 @@ import {
   ShardMovedError,
   ShardOutOfRangeError,
   ShardOverloadedError,
+  SourceUnavailableError,
   TimedOutError,
   TimeExhaustedError,
 } from '@shardflake/core'
@@ -48,6 +49,10 @@ const CANCELLED_ERRNOS = new Set([
   3024 /* MySQL ER_QUERY_TIMEOUT */,
 ])
 const LOCK_ERRNOS = new Set([1205 /* ER_LOCK_WAIT_TIMEOUT */, 1213 /* ER_LOCK_DEADLOCK */])
+const CRASHED_ERRNOS = new Set([
+  126 /* HA_ERR_CRASHED */, 144 /* HA_ERR_CRASHED_ON_REPAIR */, 145 /* HA_ERR_CRASHED_ON_USAGE */,
+  1194 /* ER_CRASHED_ON_USAGE */, 1195 /* ER_CRASHED_ON_REPAIR */,
+])
 const NOT_INSTALLED_ERRNOS = new Set([
   1049 /* ER_BAD_DB_ERROR */, 1146 /* ER_NO_SUCH_TABLE */, 1305 /* ER_SP_DOES_NOT_EXIST */,
 ])
@@ -166,6 +171,12 @@ export function translateError(error: unknown, context: FailureContext): Shardfl
   if (LOCK_ERRNOS.has(errno)) {
     return new LockTimeoutError(
       `${What}: a lock was not granted in time (another session holds the counter or the shard's metadata). Try again; look for long transactions on that server.`,
+      options,
+    )
+  }
+  if (CRASHED_ERRNOS.has(errno)) {
+    return new SourceUnavailableError(
+      `${What}: its counter table is marked crashed (the server stopped uncleanly) and is not repaired yet. Nothing was issued. The server repairs Aria and MyISAM tables when it next opens them if aria_recover_options / myisam_recover_options allow it (MariaDB's default); retry shortly, and if it keeps failing run REPAIR TABLE on that table.${server}`,
       options,
     )
   }

@@ -88,7 +88,6 @@ export class MysqlSource implements IdSource {
   private readonly sequences: bigint[]
   private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
-  private readonly statements = new Map<number, string>()
   /** Pools opened from URLs (ended on close). */
   private readonly opened = new OpenedPools<Pool>(createMysqlPool)
   /** What the first use of each shard database found (sharding checked). */
@@ -188,12 +187,7 @@ export class MysqlSource implements IdSource {
   }
 
   private statement(shard: number): string {
-    let sql = this.statements.get(shard)
-    if (!sql) {
-      sql = `SELECT CAST(\`${shardSchemaName(shard, this.schemaPrefix)}\`.\`reserve_ids\`(?) AS CHAR) AS v`
-      this.statements.set(shard, sql)
-    }
-    return sql
+    return `SELECT CAST(\`${shardSchemaName(shard, this.schemaPrefix)}\`.\`reserve_ids\`(?) AS CHAR) AS v`
   }
 
   /**

@@ -4,8 +4,8 @@ import {
   defineSharding,
   type FieldName,
   formatShardList,
-  InvalidArgumentError,
   type Layout,
+  readInteger,
   readShardList,
   ShardConflictError,
   ShardflakeError,
@@ -93,14 +93,11 @@ export async function installPostgres(
   options: InstallOptions,
 ): Promise<InstallResult> {
   const resolved = resolveSqlOptions(options)
-  resolved.layout.checkGenerating()
   const shards = readShardList(options.shards, resolved.sharding)
-  const perTransaction = options.shardsPerTransaction ?? 50
-  if (!Number.isSafeInteger(perTransaction) || perTransaction < 1 || perTransaction > 10_000) {
-    throw new InvalidArgumentError(
-      `shardsPerTransaction must be an integer from 1 to 10000, got ${String(perTransaction)}.`,
-    )
-  }
+  const perTransaction = readInteger('shardsPerTransaction', options.shardsPerTransaction, 50, {
+    min: 1,
+    max: 10_000,
+  })
   const session = await openSession(client).catch((error: unknown) => {
     throw translatePostgresError(error, { what: 'installPostgres', connecting: true })
   })

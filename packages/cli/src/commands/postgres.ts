@@ -1,4 +1,4 @@
-import { SourceUnavailableError } from '@shardflake/core'
+import { serverCall } from '@shardflake/core'
 import type { Command } from 'commander'
 import type { CliIo } from '../cli-io'
 import {
@@ -96,8 +96,8 @@ export function registerPostgresCommands(
     await runGuarded(
       'Could not move',
       async () => {
-        await connect(from, 'old database (--from)')
-        await connect(to, 'new database (--to)')
+        await serverCall('Could not connect to the old database (--from)', () => from.connect())
+        await serverCall('Could not connect to the new database (--to)', () => to.connect())
         const result = await movePostgresShards({
           ...options,
           from,
@@ -117,18 +117,6 @@ export function registerPostgresCommands(
       () => Promise.all([from.end(), to.end()]),
     )
   })
-}
-
-/** Connects, naming the database that could not be reached. */
-async function connect(client: { connect(): Promise<unknown> }, which: string): Promise<void> {
-  try {
-    await client.connect()
-  } catch (error) {
-    throw new SourceUnavailableError(
-      `Could not connect to the ${which}: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    )
-  }
 }
 
 function readOptions(flags: PostgresFlags) {

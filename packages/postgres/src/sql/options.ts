@@ -1,8 +1,8 @@
 import {
   fnv1a32,
-  InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
+  readInteger,
   readSourceDuration,
   requireSharding,
   type Sharding,
@@ -100,16 +100,13 @@ export interface ResolvedSqlOptions {
  * Validates and fills in the options. @internal
  * @throws InvalidIdentifierError for a schema name or prefix that is not a plain identifier.
  * @throws InvalidLayoutError for a decode-only layout or one whose time field is not above its sequence.
+ * @throws TimeExhaustedError for a layout whose time field has run out.
  * @throws InvalidArgumentError for numbers out of range.
  */
 export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptions {
   const sharding = requireSharding(options?.sharding, 'The PostgreSQL SQL')
   const { layout } = sharding
-  if (layout.decodeOnly) {
-    throw new InvalidLayoutError(
-      `Layout ${JSON.stringify(layout.name)} is for decoding other systems' IDs; define your own layout to generate.`,
-    )
-  }
+  layout.checkGenerating()
   if (layout.order.indexOf('time') > layout.order.indexOf('sequence')) {
     throw new InvalidLayoutError(
       'PostgreSQL next_id() needs the time field above the sequence field, so that IDs grow with the sequence.',
@@ -119,33 +116,22 @@ export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptio
   const schemaPrefix = options.schemaPrefix ?? 'shard_'
   checkIdentifier('schema prefix', schemaPrefix)
   checkIdentifier('schema prefix', `${schemaPrefix}${layout.shardCount - 1}`)
-  const worker = options.worker ?? 0
-  if (!Number.isInteger(worker) || worker < 0 || worker >= layout.workerCount) {
-    throw new InvalidArgumentError(
-      `worker must be an integer from 0 to ${layout.workerCount - 1}, got ${String(worker)}.`,
-    )
-  }
-  const integer = (name: string, value: number, min: number, max: number): number => {
-    if (!Number.isSafeInteger(value) || value < min || value > max) {
-      throw new InvalidArgumentError(
-        `${name} must be an integer from ${min} to ${max}, got ${String(value)}.`,
-      )
-    }
-    return value
-  }
   return {
     sharding,
     layout,
     schema,
     schemaPrefix,
-    worker,
-    cache: integer('cache', options.cache ?? 1, 1, 1_000_000),
-    marginMs: integer('marginMs', options.marginMs ?? 50, 1, 3_600_000),
+    worker: readInteger('worker', options.worker, 0, { min: 0, max: layout.workerCount - 1 }),
+    cache: readInteger('cache', options.cache, 1, { min: 1, max: 1_000_000 }),
+    marginMs: readInteger('marginMs', options.marginMs, 50, { min: 1, max: 3_600_000 }),
     maxDriftMs: readSourceDuration('maxDriftMs', options.maxDriftMs),
     maxWaitMs: readSourceDuration('maxWaitMs', options.maxWaitMs, {
       max: 3_600_000,
     }),
-    reserveFrom: integer('reserveFrom', options.reserveFrom ?? 128, 1, 2_147_483_647),
+    reserveFrom: readInteger('reserveFrom', options.reserveFrom, 128, {
+      min: 1,
+      max: 2_147_483_647,
+    }),
     lockKey: fnv1a32(`shardflake:${schema}`) | 0,
   }
 }

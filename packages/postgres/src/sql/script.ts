@@ -24,7 +24,6 @@ export function postgresSql(
   },
 ): Ddl {
   const o = resolveSqlOptions(options)
-  o.layout.checkGenerating()
   const shards = readShardList(options.shards, o.sharding)
   return asDdl([commonScript(o), ...shards.map((shard) => shardScript(o, shard))].join('\n'))
 }
