@@ -1,3 +1,9 @@
+import {
+  startMariadb,
+  startPostgres,
+  startRedis,
+  type ThrowawayServer,
+} from '@shardflake/conformance'
 import type { IdSource } from '@shardflake/core'
 import {
   installMysql,
@@ -11,31 +17,22 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { mysqlPool } from '../src/mysql'
 import { sharding } from '../src/scenario'
-import {
-  destroyAll,
-  type MariadbServer,
-  type PostgresServer,
-  type RedisServer,
-  startMariadb,
-  startPostgres,
-  startRedis,
-} from '../src/servers'
 
 /**
  * The first calls of a new source run its one-time checks (the sharding recorded in each
  * database, the servers' configuration), shared by the callers that arrive meanwhile. A caller
  * that gives up (its signal aborts) during them must fail alone: the others get their IDs.
  */
-let postgres: PostgresServer
-let mariadb: MariadbServer
-let redis: RedisServer
+let postgres: ThrowawayServer
+let mariadb: ThrowawayServer
+let redis: ThrowawayServer
 
 beforeAll(async () => {
   ;[postgres, mariadb, redis] = await Promise.all([startPostgres(), startMariadb(), startRedis()])
 })
 
 afterAll(async () => {
-  await destroyAll()
+  await Promise.all([postgres?.stop(), mariadb?.stop(), redis?.stop()])
 })
 
 const ROUNDS = 5

@@ -1,3 +1,4 @@
+import { startMariadb, type ThrowawayServer } from '@shardflake/conformance'
 import { installMysql, MysqlSource } from '@shardflake/mysql'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
 import { checkScenario } from '../src/check'
@@ -12,16 +13,15 @@ import {
   sourceUrl,
 } from '../src/mysql'
 import { Scenario, SHARDS, sharding, shardList, sleep } from '../src/scenario'
-import { destroyAll, type MariadbServer, startMariadb } from '../src/servers'
 
-let server: MariadbServer
+let server: ThrowawayServer
 
 beforeAll(async () => {
-  server = await startMariadb()
+  server = await startMariadb({ durable: true, maxConnections: 300 })
 })
 
 afterAll(async () => {
-  await destroyAll()
+  await server?.stop()
 })
 
 test('MysqlSource on MariaDB under kill -9 and restarts, KILL QUERY and KILL CONNECTION', async () => {
@@ -73,20 +73,20 @@ test('MysqlSource on MariaDB under kill -9 and restarts, KILL QUERY and KILL CON
   await sleep(3_000)
   // The only server hangs: callers give up after timeoutMs (TIMED_OUT), none waits longer.
   scenario.ledgers[0]!.openWindow('mariadbd stopped 3 s')
-  server.signal('SIGSTOP')
+  await server.kill('SIGSTOP')
   scenario.faults.add('SIGSTOP 3 s')
   try {
     await sleep(3_000)
   } finally {
-    server.signal('SIGCONT')
+    await server.kill('SIGCONT')
     scenario.ledgers[0]!.closeWindow()
   }
   for (let crash = 0; crash < 3; crash++) {
     await sleep(4_000)
-    await server.crash()
+    await server.kill('SIGKILL')
     scenario.faults.add('kill -9 mariadbd')
     await sleep(500)
-    await server.start()
+    await server.restart()
     scenario.faults.add('restart')
   }
   await sleep(4_000)

@@ -1,19 +1,19 @@
+import { startPostgres, type ThrowawayServer } from '@shardflake/conformance'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
 import { checkScenario } from '../src/check'
 import type { Ledger } from '../src/ledger'
 import { Scenario, SHARDS, sharding, shardList, sleep } from '../src/scenario'
-import { destroyAll, type PostgresServer, startPostgres } from '../src/servers'
 
-let server: PostgresServer
+let server: ThrowawayServer
 
 beforeAll(async () => {
-  server = await startPostgres()
+  server = await startPostgres({ durable: true, maxConnections: 200 })
 })
 
 afterAll(async () => {
-  await destroyAll()
+  await server?.stop()
 })
 
 /**
@@ -151,7 +151,7 @@ test('PostgresSource under restarts (fast, immediate), terminated and cancelled 
   for (const mode of ['fast', 'immediate', 'immediate', 'fast', 'immediate'] as const) {
     await sleep(4_000)
     await server.restart(mode)
-    scenario.faults.add(`pg_ctl restart -m ${mode}`)
+    scenario.faults.add(`restart, ${mode} shutdown`)
   }
   await sleep(3_000)
   await scenario.stop()
@@ -167,7 +167,7 @@ test('PostgresSource under restarts (fast, immediate), terminated and cancelled 
   await Promise.all([sourcePool.end(), writerPool.end(), admin.end()])
 
   checkScenario(figures)
-  expect(figures.faults['pg_ctl restart -m immediate']).toBe(3)
+  expect(figures.faults['restart, immediate shutdown']).toBe(3)
   expect(figures.faults.pg_cancel_backend).toBeGreaterThan(0)
   expect(figures.faults.pg_terminate_backend).toBeGreaterThan(0)
 })

@@ -1,24 +1,24 @@
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
+import { redisCommand, startRedis, type ThrowawayServer } from '@shardflake/conformance'
 import { RedisSource } from '@shardflake/redis'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
 import { checkScenario } from '../src/check'
 import { Scenario, SHARDS, sharding, sleep } from '../src/scenario'
-import { destroyAll, type RedisServer, startRedis } from '../src/servers'
 
-let first: RedisServer
-let second: RedisServer
+let first: ThrowawayServer
+let second: ThrowawayServer
 
 beforeAll(async () => {
-  ;[first, second] = await Promise.all([startRedis('redis-1'), startRedis('redis-2')])
+  ;[first, second] = await Promise.all([
+    startRedis({ name: 'redis-1' }),
+    startRedis({ name: 'redis-2' }),
+  ])
 })
 
 afterAll(async () => {
-  await destroyAll()
+  await Promise.all([first?.stop(), second?.stop()])
 })
 
 const TIMEOUT_MS = 500
-const run = promisify(execFile)
 
 test('RedisSource with two servers: one stopped (SIGSTOP), each killed and restarted empty, both killed', async () => {
   const scenario = new Scenario('redis')
@@ -55,24 +55,24 @@ test('RedisSource with two servers: one stopped (SIGSTOP), each killed and resta
   }
   const control = scenario.control(SHARDS.redisControl)
 
-  const stopWindow = async (server: RedisServer, ms: number) => {
-    server.signal('SIGSTOP')
+  const stopWindow = async (server: ThrowawayServer, ms: number) => {
+    await server.kill('SIGSTOP')
     scenario.faults.add(`SIGSTOP ${ms / 1000} s`)
     failoverLedger.openWindow(`${server.name} stopped`)
     roundRobinLedger.openWindow(`${server.name} stopped`)
     try {
       await sleep(ms)
     } finally {
-      server.signal('SIGCONT')
+      await server.kill('SIGCONT')
       failoverLedger.closeWindow()
       roundRobinLedger.closeWindow()
     }
   }
-  const crash = async (...crashed: RedisServer[]) => {
-    await Promise.all(crashed.map((server) => server.crash()))
+  const crash = async (...crashed: ThrowawayServer[]) => {
+    await Promise.all(crashed.map((server) => server.kill('SIGKILL')))
     scenario.faults.add('kill -9', crashed.length)
     await sleep(1_000)
-    await Promise.all(crashed.map((server) => server.start()))
+    await Promise.all(crashed.map((server) => server.restart()))
     scenario.faults.add('restart (empty)', crashed.length)
   }
 
@@ -82,7 +82,7 @@ test('RedisSource with two servers: one stopped (SIGSTOP), each killed and resta
   await crash(first)
   await sleep(1_000)
   // Every counter of the first server gone while it is in use (FLUSHALL).
-  await run('redis-cli', ['-p', String(first.port), 'FLUSHALL'])
+  await redisCommand(first.port, ['FLUSHALL'])
   scenario.faults.add('FLUSHALL')
   await sleep(1_000)
   await stopWindow(second, 4_000)

@@ -1,3 +1,4 @@
+import { startMariadb, type ThrowawayServer } from '@shardflake/conformance'
 import { installTicketServers, TicketServerSource } from '@shardflake/mysql'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
 import { checkScenario } from '../src/check'
@@ -10,17 +11,20 @@ import {
   SOURCE_USER,
 } from '../src/mysql'
 import { Scenario, SHARDS, sleep } from '../src/scenario'
-import { destroyAll, type MariadbServer, startMariadb } from '../src/servers'
 
-let first: MariadbServer
-let second: MariadbServer
+let first: ThrowawayServer
+let second: ThrowawayServer
 
 beforeAll(async () => {
-  ;[first, second] = await Promise.all([startMariadb('tickets-1'), startMariadb('tickets-2')])
+  const options = { durable: true, maxConnections: 300 }
+  ;[first, second] = await Promise.all([
+    startMariadb({ ...options, name: 'tickets-1' }),
+    startMariadb({ ...options, name: 'tickets-2' }),
+  ])
 })
 
 afterAll(async () => {
-  await destroyAll()
+  await Promise.all([first?.stop(), second?.stop()])
 })
 
 const TIMEOUT_MS = 500
@@ -64,22 +68,22 @@ test('TicketServerSource with two MariaDB ticket servers: each stopped (SIGSTOP)
   const control = scenario.control(SHARDS.ticketsControl)
   for (const admin of admins) killSessions(scenario, admin, 80, 300)
 
-  const stopWindow = async (server: MariadbServer, ms: number) => {
-    server.signal('SIGSTOP')
+  const stopWindow = async (server: ThrowawayServer, ms: number) => {
+    await server.kill('SIGSTOP')
     scenario.faults.add(`SIGSTOP ${ms / 1000} s`)
     ledger.openWindow(`${server.name} stopped`)
     try {
       await sleep(ms)
     } finally {
-      server.signal('SIGCONT')
+      await server.kill('SIGCONT')
       ledger.closeWindow()
     }
   }
-  const crash = async (server: MariadbServer) => {
-    await server.crash()
+  const crash = async (server: ThrowawayServer) => {
+    await server.kill('SIGKILL')
     scenario.faults.add('kill -9 mariadbd')
     await sleep(500)
-    await server.start()
+    await server.restart()
     scenario.faults.add('restart')
   }
 

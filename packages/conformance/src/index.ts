@@ -25,8 +25,11 @@ export {
 export { expectedShard, findError, ROUTING_KEYS } from './routing'
 export { runTag } from './run-tag'
 export {
+  type DatabaseServerOptions,
   freePort,
+  type RestartMode,
   redisCommand,
+  type ServerOptions,
   startMariadb,
   startPostgres,
   startRedis,

@@ -4,7 +4,8 @@
  * its data in a temporary directory, and fails loudly when it cannot start: it never falls back to
  * a shared server. Commits reach the operating system before they are acknowledged (PostgreSQL
  * `fsync=off` but synchronous commit, MariaDB `innodb_flush_log_at_trx_commit=2`), so a killed
- * server keeps every committed row, as a crash of the server process (not of the machine) does.
+ * server keeps every committed row, as a crash of the server process (not of the machine) does;
+ * `durable: true` puts them on disk first.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import {
@@ -22,9 +23,40 @@ import { join } from 'node:path'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 
+/** What {@link startPostgres}, {@link startMariadb} and {@link startRedis} take. */
+export interface ServerOptions {
+  /**
+   * The server's name in failure messages (to tell two servers of one kind apart).
+   * @default the kind: 'postgres', 'mariadb' or 'redis'
+   */
+  name?: string
+}
+
+/** What {@link startPostgres} and {@link startMariadb} take. */
+export interface DatabaseServerOptions extends ServerOptions {
+  /**
+   * Whether an acknowledged commit is on disk (it survives a crash of the machine, not only of the
+   * server): PostgreSQL `fsync=on` and `full_page_writes=on`, MariaDB
+   * `innodb_flush_log_at_trx_commit=1`. Off, commits reach the operating system only.
+   * @default false
+   */
+  durable?: boolean
+  /** The server's connection limit. @default 100 (PostgreSQL), 151 (MariaDB's own default) */
+  maxConnections?: number
+}
+
+/**
+ * How {@link ThrowawayServer.restart} stops the server: `fast` cleanly (PostgreSQL's fast
+ * shutdown, SIGINT; MariaDB and Redis SIGTERM), `immediate` without cleaning up (PostgreSQL's
+ * immediate shutdown, SIGQUIT: recovery from the WAL at start; MariaDB and Redis SIGKILL: a crash).
+ */
+export type RestartMode = 'fast' | 'immediate'
+
 /** A server started by {@link startPostgres}, {@link startMariadb} or {@link startRedis}. */
 export interface ThrowawayServer {
   readonly kind: 'postgres' | 'mariadb' | 'redis'
+  /** The name it was given. @default the kind */
+  readonly name: string
   /** The TCP port on 127.0.0.1. */
   readonly port: number
   /** A connection URL (`postgres://postgres@127.0.0.1:port/postgres`, `mysql://root@…/test`, `redis://…`). */
@@ -43,8 +75,12 @@ export interface ThrowawayServer {
    * @default 'SIGKILL'
    */
   kill(signal?: NodeJS.Signals): Promise<void>
-  /** Stops the server if it runs (gracefully) and starts it again on the same port and data. */
-  restart(): Promise<void>
+  /**
+   * Stops the server if it runs (see {@link RestartMode}) and starts it again on the same port
+   * and data, resolving once it answers. After {@link kill}, it only starts it.
+   * @default 'fast'
+   */
+  restart(mode?: RestartMode): Promise<void>
   /** Stops the server (gracefully, then SIGKILL after 10 s) and deletes its directory. */
   stop(): Promise<void>
   /** The end of the server's log, for failure messages. */
@@ -97,6 +133,8 @@ interface Recipe {
   probe: (port: number, directory: string) => Promise<void>
   /** The signal of a graceful stop. */
   stopSignal: NodeJS.Signals
+  /** The signal of a stop without cleaning up. @default 'SIGKILL' */
+  immediateSignal?: NodeJS.Signals
 }
 
 /** The uid and gid of `user`, when this process runs as root; else undefined (run as ourselves). */
@@ -107,7 +145,8 @@ function identity(user: string | undefined): { uid: number; gid: number } | unde
   return { uid, gid }
 }
 
-async function start(recipe: Recipe): Promise<ThrowawayServer> {
+async function start(recipe: Recipe, options: ServerOptions): Promise<ThrowawayServer> {
+  const name = options.name ?? recipe.kind
   const directory = mkdtempSync(join(tmpdir(), `sf-${recipe.kind}-`))
   const owner = identity(recipe.user)
   if (owner) chownSync(directory, owner.uid, owner.gid)
@@ -122,7 +161,7 @@ async function start(recipe: Recipe): Promise<ThrowawayServer> {
     } catch (error) {
       const output = error as { stderr?: Buffer; stdout?: Buffer }
       throw new Error(
-        `${recipe.kind}: ${file} ${args.join(' ')} failed:\n${output.stderr?.toString() ?? ''}${output.stdout?.toString() ?? ''}`,
+        `${name}: ${file} ${args.join(' ')} failed:\n${output.stderr?.toString() ?? ''}${output.stdout?.toString() ?? ''}`,
         { cause: error },
       )
     }
@@ -166,7 +205,7 @@ async function start(recipe: Recipe): Promise<ThrowawayServer> {
     for (;;) {
       if (started.exitCode !== null || started.signalCode !== null || started.pid === undefined) {
         throw new Error(
-          `${recipe.kind} on port ${port} exited while starting (code ${started.exitCode}, signal ${started.signalCode}). Log:\n${readLog()}`,
+          `${name} on port ${port} exited while starting (code ${started.exitCode}, signal ${started.signalCode}). Log:\n${readLog()}`,
         )
       }
       try {
@@ -179,7 +218,7 @@ async function start(recipe: Recipe): Promise<ThrowawayServer> {
         signalGroup(started, 'SIGKILL')
         await exited
         throw new Error(
-          `${recipe.kind} on port ${port} did not answer within ${START_TIMEOUT_MS} ms (last: ${String(last)}). Log:\n${readLog()}`,
+          `${name} on port ${port} did not answer within ${START_TIMEOUT_MS} ms (last: ${String(last)}). Log:\n${readLog()}`,
           { cause: last },
         )
       }
@@ -200,11 +239,12 @@ async function start(recipe: Recipe): Promise<ThrowawayServer> {
     }
   }
 
-  const shutdown = async () => {
+  /** Stops the server with `signal` (to its main process; SIGKILL after 10 s) and whatever it started. */
+  const shutdown = async (signal = recipe.stopSignal) => {
     if (!child || !isRunning()) return
     const current = child
     signalGroup(current, 'SIGCONT')
-    signalGroup(current, recipe.stopSignal)
+    current.kill(signal)
     const timer = setTimeout(() => signalGroup(current, 'SIGKILL'), 10_000)
     await exited
     clearTimeout(timer)
@@ -221,6 +261,7 @@ async function start(recipe: Recipe): Promise<ThrowawayServer> {
 
   return {
     kind: recipe.kind,
+    name,
     port,
     url: recipe.url(port),
     directory,
@@ -231,8 +272,8 @@ async function start(recipe: Recipe): Promise<ThrowawayServer> {
       return isRunning()
     },
     kill,
-    async restart() {
-      await shutdown()
+    async restart(mode = 'fast') {
+      await shutdown(mode === 'fast' ? recipe.stopSignal : (recipe.immediateSignal ?? 'SIGKILL'))
       await launch()
     },
     async stop() {
@@ -260,140 +301,152 @@ function postgresBin(name: string): string {
 
 /**
  * A PostgreSQL server of its own (initdb into a temporary directory, trust authentication, user
- * `postgres`, fsync off), listening on 127.0.0.1 and a socket in its directory. `url` points at
- * database `postgres`.
+ * `postgres`, fsync off unless `durable`), listening on 127.0.0.1 and a socket in its directory.
+ * `url` points at database `postgres`.
  */
-export async function startPostgres(): Promise<ThrowawayServer> {
-  return await start({
-    kind: 'postgres',
-    user: 'postgres',
-    prepare(directory, run) {
-      run(postgresBin('initdb'), [
-        '-D',
-        join(directory, 'data'),
-        '-U',
-        'postgres',
-        '--auth=trust',
-        '--encoding=UTF8',
-        '--no-locale',
-        '--no-sync',
-      ])
+export async function startPostgres(options: DatabaseServerOptions = {}): Promise<ThrowawayServer> {
+  const durable = options.durable ? 'on' : 'off'
+  return await start(
+    {
+      kind: 'postgres',
+      user: 'postgres',
+      prepare(directory, run) {
+        run(postgresBin('initdb'), [
+          '-D',
+          join(directory, 'data'),
+          '-U',
+          'postgres',
+          '--auth=trust',
+          '--encoding=UTF8',
+          '--no-locale',
+          '--no-sync',
+        ])
+      },
+      command: (directory, port) => ({
+        file: postgresBin('postgres'),
+        args: [
+          '-D',
+          join(directory, 'data'),
+          '-p',
+          String(port),
+          '-k',
+          directory,
+          '-c',
+          'listen_addresses=127.0.0.1',
+          '-c',
+          `fsync=${durable}`,
+          '-c',
+          `full_page_writes=${durable}`,
+          '-c',
+          'shared_buffers=16MB',
+          '-c',
+          `max_connections=${options.maxConnections ?? 100}`,
+        ],
+      }),
+      url: (port) => `postgres://postgres@127.0.0.1:${port}/postgres`,
+      async probe(port) {
+        const client = new pg.Client({
+          connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`,
+          connectionTimeoutMillis: 2_000,
+        })
+        client.on('error', () => undefined)
+        try {
+          await client.connect()
+          await client.query('SELECT 1')
+        } finally {
+          await client.end().catch(() => undefined)
+        }
+      },
+      stopSignal: 'SIGINT',
+      immediateSignal: 'SIGQUIT',
     },
-    command: (directory, port) => ({
-      file: postgresBin('postgres'),
-      args: [
-        '-D',
-        join(directory, 'data'),
-        '-p',
-        String(port),
-        '-k',
-        directory,
-        '-c',
-        'listen_addresses=127.0.0.1',
-        '-c',
-        'fsync=off',
-        '-c',
-        'full_page_writes=off',
-        '-c',
-        'shared_buffers=16MB',
-        '-c',
-        'max_connections=100',
-      ],
-    }),
-    url: (port) => `postgres://postgres@127.0.0.1:${port}/postgres`,
-    async probe(port) {
-      const client = new pg.Client({
-        connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`,
-        connectionTimeoutMillis: 2_000,
-      })
-      client.on('error', () => undefined)
-      try {
-        await client.connect()
-        await client.query('SELECT 1')
-      } finally {
-        await client.end().catch(() => undefined)
-      }
-    },
-    stopSignal: 'SIGINT',
-  })
+    options,
+  )
 }
 
 /**
  * A MariaDB server of its own (mariadb-install-db into a temporary directory, `root` without a
  * password, database `test`), listening on 127.0.0.1 and a socket in its directory.
  */
-export async function startMariadb(): Promise<ThrowawayServer> {
-  return await start({
-    kind: 'mariadb',
-    user: 'mysql',
-    prepare(directory, run) {
-      run('mariadb-install-db', [
-        '--no-defaults',
-        `--datadir=${join(directory, 'data')}`,
-        '--auth-root-authentication-method=normal',
-        '--skip-test-db',
-      ])
+export async function startMariadb(options: DatabaseServerOptions = {}): Promise<ThrowawayServer> {
+  return await start(
+    {
+      kind: 'mariadb',
+      user: 'mysql',
+      prepare(directory, run) {
+        run('mariadb-install-db', [
+          '--no-defaults',
+          `--datadir=${join(directory, 'data')}`,
+          '--auth-root-authentication-method=normal',
+          '--skip-test-db',
+        ])
+      },
+      command: (directory, port) => ({
+        file: 'mariadbd',
+        args: [
+          '--no-defaults',
+          `--datadir=${join(directory, 'data')}`,
+          `--socket=${join(directory, 'mariadb.sock')}`,
+          `--pid-file=${join(directory, 'mariadb.pid')}`,
+          `--port=${port}`,
+          '--bind-address=127.0.0.1',
+          '--skip-log-bin',
+          '--innodb-buffer-pool-size=32M',
+          '--innodb-log-file-size=16M',
+          `--innodb-flush-log-at-trx-commit=${options.durable ? 1 : 2}`,
+          '--skip-performance-schema',
+          ...(options.maxConnections ? [`--max-connections=${options.maxConnections}`] : []),
+        ],
+      }),
+      url: (port) => `mysql://root@127.0.0.1:${port}/test`,
+      async probe(port) {
+        const connection = await mysql.createConnection({
+          host: '127.0.0.1',
+          port,
+          user: 'root',
+          connectTimeout: 2_000,
+        })
+        try {
+          await connection.query('CREATE DATABASE IF NOT EXISTS test')
+        } finally {
+          await connection.end().catch(() => undefined)
+        }
+      },
+      stopSignal: 'SIGTERM',
     },
-    command: (directory, port) => ({
-      file: 'mariadbd',
-      args: [
-        '--no-defaults',
-        `--datadir=${join(directory, 'data')}`,
-        `--socket=${join(directory, 'mariadb.sock')}`,
-        `--pid-file=${join(directory, 'mariadb.pid')}`,
-        `--port=${port}`,
-        '--bind-address=127.0.0.1',
-        '--skip-log-bin',
-        '--innodb-buffer-pool-size=32M',
-        '--innodb-log-file-size=16M',
-        '--innodb-flush-log-at-trx-commit=2',
-        '--skip-performance-schema',
-      ],
-    }),
-    url: (port) => `mysql://root@127.0.0.1:${port}/test`,
-    async probe(port) {
-      const connection = await mysql.createConnection({
-        host: '127.0.0.1',
-        port,
-        user: 'root',
-        connectTimeout: 2_000,
-      })
-      try {
-        await connection.query('CREATE DATABASE IF NOT EXISTS test')
-      } finally {
-        await connection.end().catch(() => undefined)
-      }
-    },
-    stopSignal: 'SIGTERM',
-  })
+    options,
+  )
 }
 
-/** A Redis server of its own (no persistence), listening on 127.0.0.1. */
-export async function startRedis(): Promise<ThrowawayServer> {
-  return await start({
-    kind: 'redis',
-    command: (directory, port) => ({
-      file: 'redis-server',
-      args: [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        directory,
-      ],
-    }),
-    url: (port) => `redis://127.0.0.1:${port}`,
-    async probe(port) {
-      const reply = await redisCommand(port, ['PING'])
-      if (reply !== 'PONG') throw new Error(`PING answered ${JSON.stringify(reply)}`)
+/** A Redis server of its own (no persistence: a restart empties it), listening on 127.0.0.1. */
+export async function startRedis(options: ServerOptions = {}): Promise<ThrowawayServer> {
+  return await start(
+    {
+      kind: 'redis',
+      command: (directory, port) => ({
+        file: 'redis-server',
+        args: [
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--dir',
+          directory,
+        ],
+      }),
+      url: (port) => `redis://127.0.0.1:${port}`,
+      async probe(port) {
+        const reply = await redisCommand(port, ['PING'])
+        if (reply !== 'PONG') throw new Error(`PING answered ${JSON.stringify(reply)}`)
+      },
+      stopSignal: 'SIGTERM',
     },
-    stopSignal: 'SIGTERM',
-  })
+    options,
+  )
 }
 
 /**

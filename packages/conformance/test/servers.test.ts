@@ -4,6 +4,17 @@ import pg from 'pg'
 import { describe, expect, it, onTestFinished } from 'vitest'
 import { freePort, redisCommand, runTag, startMariadb, startPostgres, startRedis } from '../src'
 
+/** Runs `sql` on a connection of its own and returns the rows. */
+async function pgQuery(url: string, sql: string) {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(sql)).rows
+  } finally {
+    await client.end()
+  }
+}
+
 describe('throwaway servers', () => {
   it('runTag is one tag per process, safe in identifiers', () => {
     expect(runTag()).toBe(runTag())
@@ -20,15 +31,7 @@ describe('throwaway servers', () => {
   it('PostgreSQL: starts, answers, survives SIGKILL with restart(), stops and leaves nothing', async () => {
     const server = await startPostgres()
     onTestFinished(() => server.stop())
-    const query = async (sql: string) => {
-      const client = new pg.Client({ connectionString: server.url })
-      await client.connect()
-      try {
-        return (await client.query(sql)).rows
-      } finally {
-        await client.end()
-      }
-    }
+    const query = (sql: string) => pgQuery(server.url, sql)
     expect(server.url).toContain(`:${server.port}/`)
     expect(server.port).not.toBe(5432)
     await query('CREATE TABLE kept (n int)')
@@ -42,6 +45,21 @@ describe('throwaway servers', () => {
     expect(server.running).toBe(false)
     expect(existsSync(server.directory)).toBe(false)
     await expect(query('SELECT 1')).rejects.toThrow()
+  })
+
+  it('PostgreSQL, durable: fsync on, named, keeps committed rows over an immediate restart', async () => {
+    const server = await startPostgres({ name: 'durable-pg', durable: true, maxConnections: 50 })
+    onTestFinished(() => server.stop())
+    const query = (sql: string) => pgQuery(server.url, sql)
+    expect(server.name).toBe('durable-pg')
+    expect(await query('SHOW fsync')).toEqual([{ fsync: 'on' }])
+    expect(await query('SHOW max_connections')).toEqual([{ max_connections: '50' }])
+    await query('CREATE TABLE kept (n int)')
+    await query('INSERT INTO kept VALUES (1)')
+    await server.restart('immediate')
+    expect(await query('SELECT n FROM kept')).toEqual([{ n: 1 }])
+    await server.restart('fast')
+    expect(await query('SELECT n FROM kept')).toEqual([{ n: 1 }])
   })
 
   it('MariaDB: starts, answers, survives SIGKILL with restart(), restarts, stops', async () => {
