@@ -1,15 +1,9 @@
 export {
   type AdapterSetupContext,
   type AdapterSuiteOptions,
-  asAsync,
-  type BlogThroughOrm,
-  blogSchemaSql,
-  CountingSource,
   describeAdapter,
-  type OrmId,
-  testLeasedSharding,
-  testSharding,
-} from './adapter-suite'
+} from './adapter-suite/describe-adapter'
+export { type BlogThroughOrm, blogSchemaSql, type OrmId } from './blog'
 export {
   type Dialect,
   freshDatabase,
@@ -24,15 +18,17 @@ export {
 } from './plain-id-suite'
 export { expectedShard, findError, ROUTING_KEYS } from './routing'
 export { runTag } from './run-tag'
-export {
-  type DatabaseServerOptions,
-  freePort,
-  type RestartMode,
-  redisCommand,
-  type ServerOptions,
-  startMariadb,
-  startPostgres,
-  startRedis,
-  type ThrowawayServer,
-} from './servers'
+export { freePort } from './servers/free-port'
+export { startMariadb } from './servers/mariadb'
+export { startPostgres } from './servers/postgres'
+export { startRedis } from './servers/redis'
+export { redisCommand } from './servers/redis-command'
+export type {
+  DatabaseServerOptions,
+  RestartMode,
+  ServerOptions,
+  ThrowawayServer,
+} from './servers/throwaway-server'
+export { testLeasedSharding, testSharding } from './shardings'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'
+export { asAsync, CountingSource } from './source-wrappers'

@@ -1,7 +1,8 @@
 import type { IdSource } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type BlogThroughOrm, blogSchemaSql, CountingSource, type OrmId } from './adapter-suite'
+import { type BlogThroughOrm, blogSchemaSql, type OrmId, ormId as ormIdOf } from './blog'
 import { type Dialect, freshDatabase, type RawDatabase } from './databases'
+import { CountingSource } from './source-wrappers'
 
 /** The part of {@link BlogThroughOrm} the plain-ID suite drives (a whole one will do). */
 export type PlainBlogThroughOrm = Omit<BlogThroughOrm, 'createKeyed' | 'addCommentToLoadedPost'>
@@ -47,7 +48,7 @@ export function describePlainIdAdapter(name: string, options: PlainIdSuiteOption
     let blog: PlainBlogThroughOrm
     let author: bigint
     const rows = (sql: string) => raw.query(sql)
-    const ormId = (id: bigint): OrmId => (blog.idType === 'bigint' ? id : id.toString())
+    const ormId = (id: bigint): OrmId => ormIdOf(blog, id)
     /** Every key of the blog's tables, read back raw. */
     const storedIds = async () =>
       (

@@ -1,0 +1,18 @@
+import { createServer } from 'node:net'
+
+/** A TCP port on 127.0.0.1 that nothing listened on a moment ago. */
+export async function freePort(): Promise<number> {
+  return await new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.unref()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() =>
+        typeof address === 'object' && address
+          ? resolve(address.port)
+          : reject(new Error('No port was assigned.')),
+      )
+    })
+  })
+}

@@ -1,0 +1,48 @@
+/**
+ * The processes of throwaway servers: every one this test process starts is killed, with the
+ * processes it started, when this process exits (a run that dies half-way leaves none behind).
+ */
+import { type ChildProcess, execFileSync } from 'node:child_process'
+
+const live = new Set<ChildProcess>()
+
+process.once('exit', () => {
+  for (const child of live) signalGroup(child, 'SIGKILL')
+})
+
+/**
+ * Keeps `child` (a server started detached, leading its own process group) until it exits, to
+ * kill it if this process exits first. Resolves when it exits or could not start.
+ */
+export function track(child: ChildProcess): Promise<void> {
+  live.add(child)
+  return new Promise<void>((resolve) => {
+    const gone = () => {
+      live.delete(child)
+      resolve()
+    }
+    child.once('exit', gone)
+    child.once('error', gone)
+  })
+}
+
+/** Sends `signal` to `child` and every process it started (its process group), if it runs. */
+export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return
+  try {
+    process.kill(-child.pid, signal)
+  } catch {
+    child.kill(signal)
+  }
+}
+
+/**
+ * The uid and gid of `user`, when this process runs as root; else undefined (run as ourselves).
+ * Database servers refuse to run as root.
+ */
+export function identity(user: string | undefined): { uid: number; gid: number } | undefined {
+  if (!user || process.getuid?.() !== 0) return undefined
+  const uid = Number(execFileSync('id', ['-u', user]).toString().trim())
+  const gid = Number(execFileSync('id', ['-g', user]).toString().trim())
+  return { uid, gid }
+}
