@@ -51,7 +51,11 @@ export function addShardOptions(
  * @throws InvalidArgumentError / InvalidLayoutError / TimeExhaustedError / ShardOutOfRangeError
  * with a message for the user.
  */
-export function readShardFlags(flags: ShardFlags): { sharding: Sharding; shards: number[] } {
+export function readShardFlags(flags: ShardFlags): {
+  sharding: Sharding
+  shards: number[]
+  schemaPrefix: string
+} {
   if (flags.epoch === undefined) {
     throw new InvalidArgumentError(
       'Give the epoch of your IDs with --epoch <ISO date> (pick it once, at launch; it is baked into the SQL).',
@@ -61,7 +65,11 @@ export function readShardFlags(flags: ShardFlags): { sharding: Sharding; shards:
   layout.checkGenerating()
   const logicalShards = wholeNumberFlag('--logical-shards', flags.logicalShards)
   const sharding = defineSharding({ layout, logicalShards: logicalShards ?? Number.NaN })
-  return { sharding, shards: readShardList(flags.shards, sharding) }
+  return {
+    sharding,
+    shards: readShardList(flags.shards, sharding),
+    schemaPrefix: flags.schemaPrefix,
+  }
 }
 
 /** A whole-number flag as a number (undefined when not given). @throws InvalidArgumentError */

@@ -49,6 +49,7 @@ export {
   type LeaseRegistry,
   type LeaseRequest,
   leaseLost,
+  RegistrySetup,
   registryCall,
   type WorkerLease,
 } from './lease-registry'

@@ -94,3 +94,40 @@ export function leaseLost(lease: WorkerLease): LeaseExpiredError {
     `The lease of worker ${lease.worker} (token ${lease.token}) is no longer held: it expired and was granted again, was freed, or the registry lost its data.`,
   )
 }
+
+/**
+ * A registry's setup (creating its storage, checking the sharding recorded there), run once for
+ * each sharding the registry is used with. Holders that start together race on creating the
+ * storage, so a failed setup is tried once more at once; one that fails again is retried on the
+ * next call.
+ * @example
+ * ```ts
+ * import { RegistrySetup, type Sharding } from '@shardflake/core'
+ * declare function createTables(sharding: Sharding): Promise<void>
+ * declare const sharding: Sharding
+ *
+ * const setup = new RegistrySetup(createTables)
+ * await setup.readyFor(sharding) // creates and checks once; later calls wait for the same promise
+ * ```
+ */
+export class RegistrySetup {
+  private readonly ready = new Map<string, Promise<void>>()
+
+  constructor(private readonly setup: (sharding: Sharding) => Promise<void>) {}
+
+  /** Resolves once the storage exists and records this sharding. @throws ShardingMismatchError */
+  readyFor(sharding: Sharding): Promise<void> {
+    const key = JSON.stringify(sharding.toJSON())
+    let ready = this.ready.get(key)
+    if (!ready) {
+      ready = this.setup(sharding)
+        .catch(() => this.setup(sharding))
+        .catch((error: unknown) => {
+          this.ready.delete(key)
+          throw error
+        })
+      this.ready.set(key, ready)
+    }
+    return ready
+  }
+}

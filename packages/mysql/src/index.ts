@@ -2,8 +2,8 @@ export type { MysqlDatabases, MysqlTarget } from './databases'
 export { checkIdentifier, checkSchemaPrefix, quoteIdentifier, shardSchemaName } from './identifiers'
 export {
   type InstallMysqlOptions,
+  type InstallMysqlResult,
   type InstallProgress,
-  type InstallResult,
   installMysql,
 } from './installer'
 export { MysqlLeaseRegistry, type MysqlLeaseRegistryOptions } from './lease-registry'

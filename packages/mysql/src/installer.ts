@@ -41,7 +41,7 @@ export interface InstallProgress {
 }
 
 /** What {@link installMysql} did: the same shape as `installPostgres`'s. */
-export interface InstallResult {
+export interface InstallMysqlResult {
   /** The sharding recorded with every shard. */
   sharding: ShardingDescription
   /** The shards installed or updated, ascending. */
@@ -80,7 +80,7 @@ export interface InstallResult {
 export async function installMysql(
   pool: Pool,
   options: InstallMysqlOptions,
-): Promise<InstallResult> {
+): Promise<InstallMysqlResult> {
   // Everything the caller gave is checked before the server is asked anything.
   const base = resolveSqlOptions({ ...options, dialect: 'mariadb' }, 'installMysql')
   const shards = readShardList(options.shards, base.sharding)
@@ -119,7 +119,7 @@ export async function installMysql(
       }
       existing.add(shard)
     }
-    const result: InstallResult = {
+    const result: InstallMysqlResult = {
       sharding: sharding.toJSON(),
       shards,
       created: [],

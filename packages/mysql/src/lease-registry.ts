@@ -5,6 +5,7 @@ import {
   type LeaseRegistry,
   type LeaseRequest,
   leaseLost,
+  RegistrySetup,
   registryCall,
   type Sharding,
   type ShardingDescription,
@@ -48,7 +49,7 @@ const NOW_MS = 'CAST(ROUND(UNIX_TIMESTAMP(SYSDATE(3)) * 1000) AS SIGNED)'
 export class MysqlLeaseRegistry implements LeaseRegistry {
   private readonly db: string
   private readonly reserved: number[]
-  private ready: Promise<void> | undefined
+  private readonly setup = new RegistrySetup((sharding) => this.create(sharding))
 
   /** @throws InvalidIdentifierError for a database name that is not a plain identifier. */
   constructor(
@@ -60,7 +61,7 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async acquire(request: LeaseRequest): Promise<WorkerLease> {
-    await this.prepare(request.sharding)
+    await this.setup.readyFor(request.sharding)
     return this.transaction(async (connection) => {
       const reserved = this.reserved.length > 0 ? this.reserved : [-1]
       // A free worker first, else an expired one. Walking the primary key with LIMIT 1 locks one
@@ -166,17 +167,6 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
 
   /** The registry does not own the pool: end it yourself. */
   async close(): Promise<void> {}
-
-  private prepare(sharding: Sharding): Promise<void> {
-    // Processes starting together race on CREATE ... IF NOT EXISTS; a second try sees the tables.
-    this.ready ??= this.create(sharding)
-      .catch(() => this.create(sharding))
-      .catch((error: unknown) => {
-        this.ready = undefined
-        throw error
-      })
-    return this.ready
-  }
 
   private async create(sharding: Sharding): Promise<void> {
     const db = this.db

@@ -65,8 +65,13 @@ describe('MysqlLeaseRegistry', () => {
 
   it('refuses an application with another sharding', async () => {
     const name = database()
-    await (await start(new MysqlLeaseRegistry(pool, { database: name }))).close()
+    const registry = new MysqlLeaseRegistry(pool, { database: name })
+    await (await start(registry)).close()
     const other = defineSharding({ layout, logicalShards: 8 })
+    // The same registry object checks each sharding it is used with, and so does a new one.
+    await expect(LeasedSource.start({ sharding: other, registry })).rejects.toBeInstanceOf(
+      ShardingMismatchError,
+    )
     await expect(
       LeasedSource.start({
         sharding: other,

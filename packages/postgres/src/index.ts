@@ -3,9 +3,9 @@ export type { SqlClient } from './client'
 export type { PostgresDatabase } from './connections'
 export { type PostgresFailure, SQLSTATE, translatePostgresError } from './errors'
 export {
-  type InstallOptions,
+  type InstallPostgresOptions,
+  type InstallPostgresResult,
   type InstallProgress,
-  type InstallResult,
   installPostgres,
   readInstalledSharding,
   readInstalledShards,
@@ -14,9 +14,9 @@ export {
 export { PostgresLeaseRegistry, type PostgresLeaseRegistryOptions } from './lease-registry'
 export {
   type MovedShard,
-  type MoveOptions,
+  type MovePostgresOptions,
+  type MovePostgresResult,
   type MoveProgress,
-  type MoveResult,
   movePostgresShards,
 } from './move'
 export {

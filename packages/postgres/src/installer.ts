@@ -31,7 +31,7 @@ export interface InstallProgress {
 }
 
 /** What {@link installPostgres} takes. */
-export interface InstallOptions extends PostgresSqlOptions {
+export interface InstallPostgresOptions extends PostgresSqlOptions {
   /** The logical shards this database holds: `'all'`, a list, `{ from, to }` or `"0-99,200"`. */
   shards: ShardList
   /** Called after each shard (for a progress bar). */
@@ -45,7 +45,7 @@ export interface InstallOptions extends PostgresSqlOptions {
 }
 
 /** What {@link installPostgres} did (the same shape as `installMysql`'s). */
-export interface InstallResult {
+export interface InstallPostgresResult {
   /** The sharding recorded in the database. */
   sharding: ShardingDescription
   /** The shards installed or upgraded, ascending. */
@@ -90,8 +90,8 @@ export interface InstallResult {
  */
 export async function installPostgres(
   client: SqlClient,
-  options: InstallOptions,
-): Promise<InstallResult> {
+  options: InstallPostgresOptions,
+): Promise<InstallPostgresResult> {
   const resolved = resolveSqlOptions(options)
   const shards = readShardList(options.shards, resolved.sharding)
   const perTransaction = readInteger('shardsPerTransaction', options.shardsPerTransaction, 50, {

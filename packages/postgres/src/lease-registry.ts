@@ -5,6 +5,7 @@ import {
   type LeaseRegistry,
   type LeaseRequest,
   leaseLost,
+  RegistrySetup,
   registryCall,
   type Sharding,
   type ShardingDescription,
@@ -49,8 +50,7 @@ export interface PostgresLeaseRegistryOptions {
 export class PostgresLeaseRegistry implements LeaseRegistry {
   private readonly schema: string
   private readonly reserved: number[]
-  private ready: Promise<void> | undefined
-  private readyFor: number | undefined
+  private readonly setup = new RegistrySetup((sharding) => this.create(sharding))
 
   /** @throws InvalidIdentifierError for a schema name that is not a plain identifier. */
   constructor(
@@ -62,7 +62,7 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
   }
 
   async acquire(request: LeaseRequest): Promise<WorkerLease> {
-    await this.prepare(request.sharding)
+    await this.setup.readyFor(request.sharding)
     const installed = await this.run(
       `SELECT to_regclass('${this.schema}.shards') IS NOT NULL AS yes`,
     )
@@ -164,20 +164,6 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
 
   /** The registry does not own the client: end your pool yourself. */
   async close(): Promise<void> {}
-
-  /** Creates the tables once per registry and checks the recorded sharding. */
-  private prepare(sharding: Sharding): Promise<void> {
-    if (this.ready && this.readyFor === sharding.layout.workerCount) return this.ready
-    this.readyFor = sharding.layout.workerCount
-    // Processes starting together race on CREATE ... IF NOT EXISTS; a second try sees the tables.
-    this.ready = this.create(sharding)
-      .catch(() => this.create(sharding))
-      .catch((error: unknown) => {
-        this.ready = undefined
-        throw error
-      })
-    return this.ready
-  }
 
   private async create(sharding: Sharding): Promise<void> {
     const s = this.schema

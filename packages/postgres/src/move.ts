@@ -21,7 +21,7 @@ export type { MovedShard, MoveProgress }
  * shards' installation on the new home, as for `installPostgres`; `worker` and `cache` default to
  * what the old home recorded for each shard.
  */
-export interface MoveOptions extends PostgresSqlOptions {
+export interface MovePostgresOptions extends PostgresSqlOptions {
   /** The database the shards live in now (their old home): a `pg.Pool`, a `pg.Client`, a PGlite. */
   from: SqlClient
   /** The database that takes them over (their new home). Installed there when missing. */
@@ -41,7 +41,7 @@ export interface MoveOptions extends PostgresSqlOptions {
 }
 
 /** What {@link movePostgresShards} did. */
-export interface MoveResult {
+export interface MovePostgresResult {
   sharding: ShardingDescription
   /** The common schema. */
   schema: string
@@ -89,7 +89,9 @@ export interface MoveResult {
  * })
  * ```
  */
-export async function movePostgresShards(options: MoveOptions): Promise<MoveResult> {
+export async function movePostgresShards(
+  options: MovePostgresOptions,
+): Promise<MovePostgresResult> {
   const resolved = resolveSqlOptions(options)
   const shards = readShardList(options.shards, resolved.sharding)
   const lockTimeoutMs = checkMoveEnds(options, 'database')

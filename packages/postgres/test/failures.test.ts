@@ -16,7 +16,7 @@ import {
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
-  type InstallOptions,
+  type InstallPostgresOptions,
   installPostgres,
   PostgresSource,
   type PostgresSourceOptions,
@@ -329,8 +329,8 @@ describe('bad input is refused before anything happens', () => {
     // What a JavaScript caller (no type checker) can pass: the required sharding left out.
     const options: Partial<PostgresSourceOptions> = { databases: pool }
     expect(() => new PostgresSource(options as PostgresSourceOptions)).toThrow(/logicalShards/)
-    const install: Partial<InstallOptions> = { shards: [1] }
-    await expect(installPostgres(pool, install as InstallOptions)).rejects.toThrow(
+    const install: Partial<InstallPostgresOptions> = { shards: [1] }
+    await expect(installPostgres(pool, install as InstallPostgresOptions)).rejects.toThrow(
       ConfigurationError,
     )
   })

@@ -1,16 +1,16 @@
+import type { MoveMysqlResult } from '@shardflake/mysql'
 import { type Command, Option } from 'commander'
 import type { CliIo } from '../cli-io'
 import {
   addShardOptions,
   progressBar,
   readShardFlags,
-  runGuarded,
   runInstall,
   type ShardFlags,
   urlFlag,
   wholeNumberFlag,
 } from '../install-options'
-import { reportMove } from '../move-report'
+import { runMove } from '../run-move'
 
 interface MysqlFlags extends ShardFlags {
   dialect?: 'mariadb' | 'mysql8'
@@ -105,42 +105,22 @@ export function registerMysqlCommands(
     undefined,
   ).action(async (flags: MoveFlags) => {
     const options = readOptions(flags)
-    const lockTimeoutMs = wholeNumberFlag('--lock-timeout-ms', flags.lockTimeoutMs)
     const { createMysqlPool, moveMysqlShards } = await import('@shardflake/mysql')
-    const from = await createMysqlPool({ uri: flags.from, connectionLimit: 1 })
-    const to = await createMysqlPool({ uri: flags.to, connectionLimit: 1 })
-    await runGuarded(
-      'Could not move',
-      async () => {
-        const result = await moveMysqlShards({
-          ...options,
-          from,
-          to,
-          dialect: flags.dialect ?? 'auto',
-          ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
-          onProgress: progressBar(io),
-        })
-        const shards = result.shards.map((moved) => moved.shard)
-        reportMove(io, result.sharding.layout.name, result.shards, {
-          place: 'server',
-          counter: 'counter',
-          where: `databases ${result.schemaPrefix}${shards[0]}..${result.schemaPrefix}${shards.at(-1)}`,
-          above: 'every value the old one issued',
-          failsWith: '',
-        })
-      },
-      () => Promise.all([from.end(), to.end()]),
-    )
+    await runMove<MoveMysqlResult>(io, flags.lockTimeoutMs, async () => {
+      const from = await createMysqlPool({ uri: flags.from, connectionLimit: 1 })
+      const to = await createMysqlPool({ uri: flags.to, connectionLimit: 1 })
+      return {
+        place: 'server',
+        connections: [from, to],
+        move: (extra) =>
+          moveMysqlShards({ ...options, from, to, dialect: flags.dialect ?? 'auto', ...extra }),
+        where: (result, names) => `databases ${names(result.schemaPrefix)}`,
+      }
+    })
   })
 }
 
 function readOptions(flags: MysqlFlags) {
-  const { sharding, shards } = readShardFlags(flags)
   const maxDriftMs = wholeNumberFlag('--max-drift-ms', flags.maxDriftMs)
-  return {
-    sharding,
-    shards,
-    schemaPrefix: flags.schemaPrefix,
-    ...(maxDriftMs === undefined ? {} : { maxDriftMs }),
-  }
+  return { ...readShardFlags(flags), ...(maxDriftMs === undefined ? {} : { maxDriftMs }) }
 }

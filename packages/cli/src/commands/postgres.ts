@@ -1,17 +1,17 @@
 import { serverCall } from '@shardflake/core'
+import type { MovePostgresResult } from '@shardflake/postgres'
 import type { Command } from 'commander'
 import type { CliIo } from '../cli-io'
 import {
   addShardOptions,
   progressBar,
   readShardFlags,
-  runGuarded,
   runInstall,
   type ShardFlags,
   urlFlag,
   wholeNumberFlag,
 } from '../install-options'
-import { reportMove } from '../move-report'
+import { runMove } from '../run-move'
 
 interface PostgresFlags extends ShardFlags {
   schema: string
@@ -87,45 +87,31 @@ export function registerPostgresCommands(
       .option('--lock-timeout-ms <n>', 'longest wait for the locks of each step', '5000'),
   ).action(async (flags: MoveFlags) => {
     const options = readOptions(flags)
-    const lockTimeoutMs = wholeNumberFlag('--lock-timeout-ms', flags.lockTimeoutMs)
     const { movePostgresShards } = await import('@shardflake/postgres')
     const pg = (await import('pg')).default
-    const from = new pg.Client({ connectionString: flags.from })
-    const to = new pg.Client({ connectionString: flags.to })
-    for (const client of [from, to]) client.on('error', () => undefined)
-    await runGuarded(
-      'Could not move',
-      async () => {
-        await serverCall('Could not connect to the old database (--from)', () => from.connect())
-        await serverCall('Could not connect to the new database (--to)', () => to.connect())
-        const result = await movePostgresShards({
-          ...options,
-          from,
-          to,
-          ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
-          onProgress: progressBar(io),
-        })
-        const shards = result.shards.map((moved) => moved.shard)
-        reportMove(io, result.sharding.layout.name, result.shards, {
-          place: 'database',
-          counter: 'sequence',
-          where: `schemas ${options.schemaPrefix}${shards[0]}..${options.schemaPrefix}${shards.at(-1)}, metadata in ${result.schema}`,
-          above: 'the last ID the old one could issue',
-          failsWith: ' with SF001',
-        })
-      },
-      () => Promise.all([from.end(), to.end()]),
-    )
+    await runMove<MovePostgresResult>(io, flags.lockTimeoutMs, async () => {
+      const from = new pg.Client({ connectionString: flags.from })
+      const to = new pg.Client({ connectionString: flags.to })
+      for (const client of [from, to]) client.on('error', () => undefined)
+      return {
+        place: 'database',
+        connections: [from, to],
+        async move(extra) {
+          await serverCall('Could not connect to the old database (--from)', () => from.connect())
+          await serverCall('Could not connect to the new database (--to)', () => to.connect())
+          return movePostgresShards({ ...options, from, to, ...extra })
+        },
+        where: (result, names) =>
+          `schemas ${names(options.schemaPrefix)}, metadata in ${result.schema}`,
+      }
+    })
   })
 }
 
 function readOptions(flags: PostgresFlags) {
-  const { sharding, shards } = readShardFlags(flags)
   const cache = wholeNumberFlag('--cache', flags.cache)
   return {
-    sharding,
-    shards,
-    schemaPrefix: flags.schemaPrefix,
+    ...readShardFlags(flags),
     schema: flags.schema,
     ...(cache === undefined ? {} : { cache }),
   }
