@@ -35,6 +35,8 @@ export interface PoolLike extends SqlClient {
   connect(): Promise<PooledConnection>
   readonly idleCount: number
   end?(): Promise<void>
+  /** node-postgres' pool emits `'connect'` with each new connection, before lending it. */
+  on?(event: 'connect', listener: (connection: PooledConnection) => void): unknown
 }
 
 /** One connection for a run of statements (a transaction), and how to give it back. @internal */

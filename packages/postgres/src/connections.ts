@@ -62,12 +62,15 @@ export class Connections {
       }
     }
     let connection: Awaited<ReturnType<PoolLike['connect']>>
+    watchNewConnections(database)
     try {
       connection = await database.connect()
     } catch (error) {
       throw fail(error, { connecting: true })
     }
-    let ended = false
+    // Ended by the server while pg-pool lent it (see watchNewConnections): the statement below
+    // then fails as "not queryable", which is a lost connection.
+    let ended = endedWhileLent.has(connection)
     const onEnd = () => {
       ended = true
     }
@@ -132,3 +135,23 @@ export class Connections {
 }
 
 function ignore(): void {}
+
+const watchedPools = new WeakSet<PoolLike>()
+const endedWhileLent = new WeakSet<object>()
+
+/**
+ * Gives every new connection of the pool an 'error' listener for its whole life. pg-pool lends a
+ * new connection from inside the socket read that completed its startup; when the server ended
+ * the session in the same read (a terminated backend, a shutdown), the error is emitted after
+ * the pool removed its own listener and before the borrower can add one, and an 'error' event
+ * without a listener ends the process. The listener notes the connection as ended instead. A pool
+ * you pass in gets this listener too; your own listeners and the pool's 'error' event are
+ * unchanged.
+ */
+function watchNewConnections(pool: PoolLike): void {
+  if (watchedPools.has(pool)) return
+  watchedPools.add(pool)
+  pool.on?.('connect', (connection) => {
+    connection.on?.('error', () => endedWhileLent.add(connection))
+  })
+}
