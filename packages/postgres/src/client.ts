@@ -61,6 +61,7 @@ export function isPool(client: SqlClient): client is PoolLike {
 
 /** Takes one connection: a client from a pool, or the client itself. @internal */
 export async function openSession(client: SqlClient): Promise<Session> {
+  if (isPool(client)) watchNewConnections(client)
   const target = isPool(client) ? await client.connect() : client
   const release = (error?: Error) => {
     if (target !== client && 'release' in target && typeof target.release === 'function') {
@@ -79,4 +80,25 @@ export async function openSession(client: SqlClient): Promise<Session> {
     },
     release,
   }
+}
+
+const watchedPools = new WeakSet<PoolLike>()
+/** Connections that emitted an error while pg-pool lent them (see watchNewConnections). @internal */
+export const endedWhileLent = new WeakSet<object>()
+
+/**
+ * Gives every new connection of the pool an 'error' listener for its whole life. pg-pool lends a
+ * new connection from inside the socket read that completed its startup; when the server ended
+ * the session in the same read (a terminated backend, a shutdown), the error is emitted after
+ * the pool removed its own listener and before the borrower can add one, and an 'error' event
+ * without a listener ends the process. The listener notes the connection as ended instead. A pool
+ * you pass in gets this listener too; your own listeners and the pool's 'error' event are
+ * unchanged. @internal
+ */
+export function watchNewConnections(pool: PoolLike): void {
+  if (watchedPools.has(pool)) return
+  watchedPools.add(pool)
+  pool.on?.('connect', (connection) => {
+    connection.on?.('error', () => endedWhileLent.add(connection))
+  })
 }

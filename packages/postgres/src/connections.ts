@@ -1,5 +1,11 @@
 import { ConfigurationError, OpenedPools, type ShardflakeError } from '@shardflake/core'
-import { isPool, type PoolLike, type SqlClient } from './client'
+import {
+  endedWhileLent,
+  isPool,
+  type PoolLike,
+  type SqlClient,
+  watchNewConnections,
+} from './client'
 
 /** A database of a {@link PostgresSource}: a client you own, or a URL the source opens a pool for. */
 export type PostgresDatabase = SqlClient | string
@@ -135,23 +141,3 @@ export class Connections {
 }
 
 function ignore(): void {}
-
-const watchedPools = new WeakSet<PoolLike>()
-const endedWhileLent = new WeakSet<object>()
-
-/**
- * Gives every new connection of the pool an 'error' listener for its whole life. pg-pool lends a
- * new connection from inside the socket read that completed its startup; when the server ended
- * the session in the same read (a terminated backend, a shutdown), the error is emitted after
- * the pool removed its own listener and before the borrower can add one, and an 'error' event
- * without a listener ends the process. The listener notes the connection as ended instead. A pool
- * you pass in gets this listener too; your own listeners and the pool's 'error' event are
- * unchanged.
- */
-function watchNewConnections(pool: PoolLike): void {
-  if (watchedPools.has(pool)) return
-  watchedPools.add(pool)
-  pool.on?.('connect', (connection) => {
-    connection.on?.('error', () => endedWhileLent.add(connection))
-  })
-}
