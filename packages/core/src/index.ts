@@ -33,16 +33,8 @@ export {
   type ShardSelection,
 } from './in-process-source'
 export { jsonReplacer, stringifyIds } from './json'
-export {
-  type DecodedId,
-  defineLayout,
-  type FieldName,
-  type IdParts,
-  type IdRange,
-  Layout,
-  type LayoutDescription,
-  type LayoutOptions,
-} from './layout'
+export { type DecodedId, defineLayout, type IdParts, type IdRange, Layout } from './layout'
+export type { FieldName, LayoutDescription, LayoutOptions } from './layout-options'
 export {
   allWorkersHeld,
   type LeaseRecord,

@@ -6,57 +6,13 @@ import {
   TimeExhaustedError,
 } from './errors'
 import { type IdInput, toBigInt, toSigned64, toUnsigned64 } from './id-value'
-
-/** The fields an ID is made of. */
-export type FieldName = 'time' | 'shard' | 'worker' | 'sequence'
-
-/** What {@link defineLayout} takes. */
-export interface LayoutOptions {
-  /**
-   * The instant the time field counts from: ms since 1970, a `Date`, or an ISO string.
-   * Must not lie in the future. Pick it when you launch: a 41-bit field of ms lasts 69.7 years,
-   * and IDs of a 64-bit layout turn negative in a signed BIGINT after half of that.
-   */
-  epoch: number | Date | string
-  /** Width of the time field. */
-  timeBits: number
-  /** Width of the logical-shard field (13 bits = 8192 logical shards). */
-  shardBits: number
-  /** Width of the per-tick counter: 2^sequenceBits IDs per time unit per shard (and worker). */
-  sequenceBits: number
-  /**
-   * Width of a worker field, so several processes can generate for the same shard.
-   * @default 0
-   */
-  workerBits?: number
-  /**
-   * Length of one tick of the time field, in ms (10 reads Sonyflake IDs).
-   * @default 1
-   */
-  timeUnitMs?: number
-  /**
-   * Field order from the most significant bit down.
-   * @default ['time', 'shard', 'worker', 'sequence']
-   */
-  order?: readonly FieldName[]
-  /**
-   * Allow generating IDs with bit 63 set. In a signed BIGINT they are negative and sort before
-   * every older ID, so this is off: generation fails with `TimeExhaustedError` instead.
-   * Decoding always accepts both spellings.
-   * @default false
-   */
-  allowSignBit?: boolean
-  /**
-   * Marks a layout for reading other systems' IDs only; ID sources refuse it.
-   * @default false
-   */
-  decodeOnly?: boolean
-  /**
-   * A name for messages and metadata.
-   * @default 'custom'
-   */
-  name?: string
-}
+import {
+  type FieldName,
+  type LayoutDescription,
+  type LayoutOptions,
+  readLayoutOptions,
+  sameLayout,
+} from './layout-options'
 
 /** The parts of an ID, as {@link Layout.compose} takes them. */
 export interface IdParts {
@@ -90,9 +46,6 @@ export interface IdRange {
   min: bigint
   max: bigint
 }
-
-const DEFAULT_ORDER: readonly FieldName[] = ['time', 'shard', 'worker', 'sequence']
-const FIELD_NAMES: readonly FieldName[] = ['time', 'shard', 'worker', 'sequence']
 
 /**
  * A bit layout: epoch, time unit and field widths. Layouts are immutable data; create one with
@@ -149,59 +102,21 @@ export class Layout {
 
   /** @internal Use {@link defineLayout}. */
   constructor(options: LayoutOptions, internal: { allowEmptyShard?: boolean } = {}) {
-    const name = options.name ?? 'custom'
-    const fail = (message: string): never => {
-      throw new InvalidLayoutError(`Layout ${JSON.stringify(name)}: ${message}`)
-    }
-    const epoch = readEpoch(options.epoch, fail)
-    const timeUnitMs = options.timeUnitMs ?? 1
-    if (!Number.isSafeInteger(timeUnitMs) || timeUnitMs < 1) {
-      fail(`timeUnitMs must be a positive integer, got ${timeUnitMs}.`)
-    }
-    const width = (field: string, value: unknown, min: number, max: number): number => {
-      if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-        fail(`${field} must be an integer from ${min} to ${max}, got ${String(value)}.`)
-      }
-      return value as number
-    }
-    const timeBits = width('timeBits', options.timeBits, 1, 63)
-    const shardBits = width('shardBits', options.shardBits, internal.allowEmptyShard ? 0 : 1, 31)
-    const sequenceBits = width('sequenceBits', options.sequenceBits, 1, 31)
-    const workerBits = width('workerBits', options.workerBits ?? 0, 0, 31)
-    const totalBits = timeBits + shardBits + sequenceBits + workerBits
-    if (totalBits > 64) {
-      fail(
-        `the widths add up to ${totalBits} bits (time ${timeBits} + shard ${shardBits} + worker ${workerBits} + sequence ${sequenceBits}); at most 64 fit in a BIGINT.`,
-      )
-    }
-    const order = options.order ?? DEFAULT_ORDER
-    if (order.length !== 4 || FIELD_NAMES.some((field) => !order.includes(field))) {
-      fail(`order must name each of ${FIELD_NAMES.join(', ')} once, got [${order.join(', ')}].`)
-    }
-    const widths: Record<FieldName, number> = {
-      time: timeBits,
-      shard: shardBits,
-      worker: workerBits,
-      sequence: sequenceBits,
-    }
-    const shifts = {} as Record<FieldName, bigint>
-    let shift = 0
-    for (const field of [...order].reverse()) {
-      shifts[field] = BigInt(shift)
-      shift += widths[field]
-    }
-    const usesSignBit = totalBits === 64
-    const allowSignBit = options.allowSignBit ?? false
-    // With 64 bits the highest field holds the sign bit. When that field is the time, IDs turn
-    // negative on a known date and generation stops there; any other field would make some of
-    // its values (shards, workers, sequences) negative from the start.
-    const timeHoldsSignBit = order[0] === 'time'
-    if (usesSignBit && !timeHoldsSignBit && !allowSignBit && !(options.decodeOnly ?? false)) {
-      fail(
-        `with 64 bits the highest field (${order[0]}) holds the sign bit, so some of its values would make negative IDs. Put time first, use at most 63 bits, or set allowSignBit if negative IDs are acceptable.`,
-      )
-    }
-
+    const {
+      name,
+      epoch,
+      timeUnitMs,
+      timeBits,
+      shardBits,
+      workerBits,
+      sequenceBits,
+      order,
+      totalBits,
+      allowSignBit,
+      shifts,
+      usesSignBit,
+      timeHoldsSignBit,
+    } = readLayoutOptions(options, internal)
     this.name = name
     this.epoch = epoch
     this.timeUnitMs = timeUnitMs
@@ -436,42 +351,6 @@ export class Layout {
   }
 }
 
-/** The fields that decide which IDs a layout makes. */
-type LayoutFields = Pick<
-  LayoutDescription,
-  'epoch' | 'timeUnitMs' | 'timeBits' | 'shardBits' | 'workerBits' | 'sequenceBits'
-> & { readonly order: readonly FieldName[] }
-
-/** True when both make the same IDs from the same parts (names aside). */
-function sameLayout(a: LayoutFields, b: LayoutFields): boolean {
-  return (
-    a.epoch === b.epoch &&
-    a.timeUnitMs === b.timeUnitMs &&
-    a.timeBits === b.timeBits &&
-    a.shardBits === b.shardBits &&
-    a.workerBits === b.workerBits &&
-    a.sequenceBits === b.sequenceBits &&
-    a.order.join() === b.order.join()
-  )
-}
-
-/** {@link Layout.toJSON}'s shape. */
-export interface LayoutDescription {
-  name: string
-  epoch: number
-  epochIso: string
-  timeUnitMs: number
-  timeBits: number
-  shardBits: number
-  workerBits: number
-  sequenceBits: number
-  order: FieldName[]
-  allowSignBit: boolean
-  capacityPerMs: number
-  timeEndsAt: string
-  negativeFrom: string | null
-}
-
 /**
  * Defines a layout, validating it: every width a positive integer (worker may be 0), the sum at
  * most 64, the epoch a real instant that is not in the future.
@@ -493,23 +372,6 @@ export interface LayoutDescription {
  */
 export function defineLayout(options: LayoutOptions): Layout {
   return new Layout(options)
-}
-
-function readEpoch(value: LayoutOptions['epoch'], fail: (message: string) => never): number {
-  let ms: number
-  if (value instanceof Date) ms = value.getTime()
-  else if (typeof value === 'string') ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value)
-  else if (typeof value === 'number') ms = value
-  else return fail(`epoch must be ms since 1970, a Date or an ISO string.`)
-  if (!Number.isSafeInteger(ms) || ms < 0) {
-    return fail(`epoch ${JSON.stringify(value)} is not a valid instant at or after 1970.`)
-  }
-  if (ms > Date.now()) {
-    return fail(
-      `epoch ${new Date(ms).toISOString()} lies in the future; IDs could not be made before it.`,
-    )
-  }
-  return ms
 }
 
 function toMs(value: number | Date): number {

@@ -7,7 +7,8 @@ import {
   ShardOutOfRangeError,
 } from './errors'
 import { type IdInput, toBigInt } from './id-value'
-import type { Layout, LayoutDescription } from './layout'
+import type { Layout } from './layout'
+import type { LayoutDescription } from './layout-options'
 import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
 
 /** What {@link defineSharding} takes. */
