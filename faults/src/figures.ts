@@ -101,79 +101,104 @@ export function mergeRun(runDir: string): {
 
 const fmt = (n: number) => n.toLocaleString('en-US')
 
+/** `kind n, kind n, ...` of a record of counts, or `-`. */
+const tally = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([kind, n]) => `${kind} ${fmt(n)}`)
+    .join(', ') || '-'
+
+/**
+ * A Markdown table after a blank line: `columns` are its titles, a title ending in `:` is a
+ * right-aligned (number) column. Nothing when there are no rows.
+ */
+function table(columns: readonly string[], rows: readonly (readonly (string | number)[])[]) {
+  if (rows.length === 0) return []
+  const line = (cells: readonly (string | number)[]) => `| ${cells.join(' | ')} |`
+  return [
+    '',
+    line(columns.map((column) => column.replace(/:$/, ''))),
+    `|${columns.map((column) => (column.endsWith(':') ? '---:' : '---')).join('|')}|`,
+    ...rows.map(line),
+  ]
+}
+
+/** A bulleted list after a title and a blank line. Nothing without items. */
+function list(title: string, items: readonly string[]) {
+  return items.length === 0 ? [] : ['', title, '', ...items.map((item) => `- ${item}`)]
+}
+
 /** The figures as Markdown tables. */
 export function renderFigures(run: ReturnType<typeof mergeRun>, wallMs: number): string {
-  const lines: string[] = []
-  lines.push(
-    `Run of ${new Date().toISOString()}: ${run.scenarios.length} scenarios, ${fmt(run.ids)} IDs acknowledged, ${fmt(run.repeats)} repeated over all of them; ${Math.round(wallMs / 1000)} s wall clock.`,
-    '',
-    '| scenario | source | calls | IDs | errors by code | untyped | max call ms | s |',
-    '|---|---|---:|---:|---|---:|---:|---:|',
-  )
-  for (const s of run.scenarios) {
-    for (const source of s.sources) {
-      const errors = Object.entries(source.errors)
-        .map(([code, n]) => `${code} ${fmt(n)}`)
-        .join(', ')
-      lines.push(
-        `| ${s.scenario} | ${source.source} | ${fmt(source.calls)} | ${fmt(source.ids)} | ${errors || '-'} | ${source.untyped.length} | ${fmt(source.maxCallMs)} | ${Math.round(s.durationMs / 1000)} |`,
-      )
-    }
-  }
-  lines.push('', '| scenario | faults injected |', '|---|---|')
-  for (const s of run.scenarios) {
-    const faults = Object.entries(s.faults)
-      .map(([kind, n]) => `${kind} ${fmt(n)}`)
-      .join(', ')
-    lines.push(`| ${s.scenario} | ${faults || '-'} |`)
-  }
-  const rows = run.scenarios.flatMap((s) =>
-    Object.entries(s.rows).map(([table, r]) => ({ scenario: s.scenario, table, ...r })),
-  )
-  if (rows.length > 0) {
-    lines.push(
-      '',
-      '| scenario | rows written with acknowledged IDs | committed | lost | commit unknown |',
-      '|---|---|---:|---:|---:|',
-    )
-    for (const r of rows) {
-      lines.push(
-        `| ${r.scenario} | ${r.table} | ${fmt(r.committed)} | ${fmt(r.lost)} | ${fmt(r.uncertain)} |`,
-      )
-    }
-  }
-  const windows = run.scenarios.flatMap((s) =>
-    s.sources.flatMap((source) =>
-      source.windows.map((w) => ({ scenario: s.scenario, source: source.source, ...w })),
+  const { scenarios } = run
+  const sources = scenarios.flatMap((s) => s.sources.map((source) => ({ s, source })))
+  const lines = [
+    `Run of ${new Date().toISOString()}: ${scenarios.length} scenarios, ${fmt(run.ids)} IDs acknowledged, ${fmt(run.repeats)} repeated over all of them; ${Math.round(wallMs / 1000)} s wall clock.`,
+    ...table(
+      ['scenario', 'source', 'calls:', 'IDs:', 'errors by code', 'untyped:', 'max call ms:', 's:'],
+      sources.map(({ s, source }) => [
+        s.scenario,
+        source.source,
+        fmt(source.calls),
+        fmt(source.ids),
+        tally(source.errors),
+        source.untyped.length,
+        fmt(source.maxCallMs),
+        Math.round(s.durationMs / 1000),
+      ]),
     ),
-  )
-  if (windows.length > 0) {
-    lines.push(
-      '',
-      '| scenario | source | window | ms | calls started | IDs | errors | longest call ms |',
-      '|---|---|---|---:|---:|---:|---:|---:|',
-    )
-    for (const w of windows) {
-      lines.push(
-        `| ${w.scenario} | ${w.source} | ${w.name} | ${fmt(w.durationMs)} | ${fmt(w.calls)} | ${fmt(w.ids)} | ${fmt(w.errors)} | ${fmt(w.maxCallMs)} |`,
-      )
-    }
-  }
-  const oldIds = run.scenarios.flatMap((s) =>
-    s.sources.flatMap((source) =>
-      source.wrongTimeExamples.map((example) => `${s.scenario}, ${source.source}, ${example}`),
+    ...table(
+      ['scenario', 'faults injected'],
+      scenarios.map((s) => [s.scenario, tally(s.faults)]),
     ),
-  )
-  if (oldIds.length > 0) {
-    lines.push('', 'Batches whose IDs carry a time before the run (a counter that went back):', '')
-    for (const example of oldIds) lines.push(`- ${example}`)
-  }
-  const untyped = run.scenarios.flatMap((s) => s.sources.flatMap((source) => source.untyped))
-  if (untyped.length > 0) {
-    lines.push('', 'Errors that were not a ShardflakeError with a fault code:', '')
-    for (const u of untyped.slice(0, 20)) {
-      lines.push(`- ${u.source}, ${u.what}: ${u.causes}`)
-    }
-  }
+    ...table(
+      ['scenario', 'rows written with acknowledged IDs', 'committed:', 'lost:', 'commit unknown:'],
+      scenarios.flatMap((s) =>
+        Object.entries(s.rows).map(([rows, r]) => [
+          s.scenario,
+          rows,
+          fmt(r.committed),
+          fmt(r.lost),
+          fmt(r.uncertain),
+        ]),
+      ),
+    ),
+    ...table(
+      [
+        'scenario',
+        'source',
+        'window',
+        'ms:',
+        'calls started:',
+        'IDs:',
+        'errors:',
+        'longest call ms:',
+      ],
+      sources.flatMap(({ s, source }) =>
+        source.windows.map((w) => [
+          s.scenario,
+          source.source,
+          w.name,
+          fmt(w.durationMs),
+          fmt(w.calls),
+          fmt(w.ids),
+          fmt(w.errors),
+          fmt(w.maxCallMs),
+        ]),
+      ),
+    ),
+    ...list(
+      'Batches whose IDs carry a time before the run (a counter that went back):',
+      sources.flatMap(({ s, source }) =>
+        source.wrongTimeExamples.map((example) => `${s.scenario}, ${source.source}, ${example}`),
+      ),
+    ),
+    ...list(
+      'Errors that were not a ShardflakeError with a fault code:',
+      sources
+        .flatMap(({ source }) => source.untyped)
+        .slice(0, 20)
+        .map((u) => `${u.source}, ${u.what}: ${u.causes}`),
+    ),
+  ]
   return `${lines.join('\n')}\n`
 }

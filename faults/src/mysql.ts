@@ -1,5 +1,5 @@
 import mysql, { type Pool, type PoolConnection, type RowDataPacket } from 'mysql2/promise'
-import type { Scenario } from './scenario'
+import type { RowTally, Scenario } from './scenario'
 
 /** The user the sources connect as, so the fault loops kill only their sessions. */
 export const SOURCE_USER = 'faults_source'
@@ -31,11 +31,48 @@ export async function prepareServer(admin: Pool): Promise<void> {
   )
 }
 
+/** The pools of a scenario on one MariaDB server. */
+export interface MariadbPools {
+  /** `root`, 4 connections: installers, the KILL loops, counting rows. */
+  readonly admin: Pool
+  /** {@link SOURCE_USER}, 8 connections: for the sources. */
+  readonly source: Pool
+  /** `root`, 3 connections: for the row writers. */
+  readonly writer: Pool
+  /** Ends the three. */
+  end(): Promise<void>
+}
+
+/** Prepares the MariaDB server on `port` ({@link prepareServer}) and opens its pools. */
+export async function mariadbPools(port: number): Promise<MariadbPools> {
+  const admin = mysqlPool(port)
+  await prepareServer(admin)
+  const source = mysqlPool(port, SOURCE_USER, 8)
+  const writer = mysqlPool(port, 'root', 3)
+  return {
+    admin,
+    source,
+    writer,
+    end: async () => {
+      await Promise.all([admin.end(), source.end(), writer.end()])
+    },
+  }
+}
+
+/**
+ * A row writer into faults.rows of the server of `pools` ({@link mysqlRowWriter}), whose rows
+ * `scenario` tallies as `table`.
+ */
+export function mysqlRows(scenario: Scenario, pools: MariadbPools, table: string) {
+  const tally = scenario.rowTally(table, (ids) => countPresentRows(pools.admin, ids))
+  return mysqlRowWriter(pools.writer, tally)
+}
+
 /**
  * Writes each acknowledged batch as rows in one InnoDB transaction
- * (innodb_flush_log_at_trx_commit = 1); remembers the rows whose COMMIT was acknowledged.
+ * (innodb_flush_log_at_trx_commit = 1), tallied in `tally`.
  */
-export function mysqlRowWriter(writer: Pool, committed: bigint[], uncertain: { n: number }) {
+export function mysqlRowWriter(writer: Pool, tally: RowTally) {
   return async (ids: bigint[], shard: number) => {
     let connection: PoolConnection | undefined
     try {
@@ -45,9 +82,9 @@ export function mysqlRowWriter(writer: Pool, committed: bigint[], uncertain: { n
         ids.map((id) => [String(id), shard]),
       ])
       await connection.commit()
-      committed.push(...ids)
+      tally.committed.push(...ids)
     } catch {
-      uncertain.n++
+      tally.uncertain++
       // A connection whose server died is not given back to the pool.
       connection?.destroy()
       connection = undefined

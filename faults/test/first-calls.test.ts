@@ -13,6 +13,7 @@ import {
 } from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { RedisSource } from '@shardflake/redis'
+import type { Pool } from 'mysql2/promise'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, test } from 'vitest'
 import { mysqlPool } from '../src/mysql'
@@ -53,53 +54,69 @@ async function giveUpBesideOthers(source: IdSource, shard: number) {
   )
 }
 
+/**
+ * {@link ROUNDS} new sources, each made by `open` (with whatever it needs closed after it,
+ * `end`): a caller giving up during the first calls of each fails alone.
+ */
+async function giveUpInEveryRound(
+  shard: number,
+  open: () => { source: IdSource; end?: () => Promise<void> },
+) {
+  for (let round = 0; round < ROUNDS; round++) {
+    const { source, end } = open()
+    expect(await giveUpBesideOthers(source, shard)).toEqual([20, 5])
+    await source.close()
+    await end?.()
+  }
+}
+
+/** {@link giveUpInEveryRound} with sources on pools of the MariaDB server, after `install`. */
+async function giveUpOnMariadb(
+  shard: number,
+  install: (admin: Pool) => Promise<unknown>,
+  create: (pool: Pool) => IdSource,
+) {
+  const admin = mysqlPool(mariadb.port)
+  await install(admin)
+  await giveUpInEveryRound(shard, () => {
+    const pool = mysqlPool(mariadb.port, 'root', 4)
+    return { source: create(pool), end: () => pool.end() }
+  })
+  await admin.end()
+}
+
 describe('a caller giving up during the first calls fails alone', () => {
   test('PostgresSource', async () => {
     const admin = new pg.Pool({ connectionString: postgres.url, max: 2 })
     await installPostgres(admin, { sharding, shards: '0-1' })
-    for (let round = 0; round < ROUNDS; round++) {
+    await giveUpInEveryRound(1, () => {
       const pool = new pg.Pool({ connectionString: postgres.url, max: 4 })
       pool.on('error', () => undefined)
-      const source = new PostgresSource({ sharding, databases: pool })
-      expect(await giveUpBesideOthers(source, 1)).toEqual([20, 5])
-      await source.close()
-      await pool.end()
-    }
+      return { source: new PostgresSource({ sharding, databases: pool }), end: () => pool.end() }
+    })
     await admin.end()
   })
 
   test('MysqlSource', async () => {
-    const admin = mysqlPool(mariadb.port)
-    await installMysql(admin, { sharding, shards: '16-17' })
-    for (let round = 0; round < ROUNDS; round++) {
-      const pool = mysqlPool(mariadb.port, 'root', 4)
-      const source = new MysqlSource({ sharding, databases: pool, shards: '16-17' })
-      expect(await giveUpBesideOthers(source, 17)).toEqual([20, 5])
-      await source.close()
-      await pool.end()
-    }
-    await admin.end()
+    await giveUpOnMariadb(
+      17,
+      (admin) => installMysql(admin, { sharding, shards: '16-17' }),
+      (pool) => new MysqlSource({ sharding, databases: pool, shards: '16-17' }),
+    )
   })
 
   test('TicketServerSource', async () => {
-    const admin = mysqlPool(mariadb.port)
-    await installTicketServers({ servers: [admin], sequence: 'first_calls' })
-    for (let round = 0; round < ROUNDS; round++) {
-      const pool = mysqlPool(mariadb.port, 'root', 4)
-      const source = new TicketServerSource({ servers: [pool], sequence: 'first_calls' })
-      expect(await giveUpBesideOthers(source, 0)).toEqual([20, 5])
-      await source.close()
-      await pool.end()
-    }
-    await admin.end()
+    await giveUpOnMariadb(
+      0,
+      (admin) => installTicketServers({ servers: [admin], sequence: 'first_calls' }),
+      (pool) => new TicketServerSource({ servers: [pool], sequence: 'first_calls' }),
+    )
   })
 
   test('RedisSource', async () => {
-    for (let round = 0; round < ROUNDS; round++) {
-      const source = new RedisSource({ sharding, servers: [redis.url] })
-      expect(await giveUpBesideOthers(source, 33)).toEqual([20, 5])
-      await source.close()
-    }
+    await giveUpInEveryRound(33, () => ({
+      source: new RedisSource({ sharding, servers: [redis.url] }),
+    }))
   })
 })
 

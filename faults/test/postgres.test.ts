@@ -2,9 +2,7 @@ import { startPostgres, type ThrowawayServer } from '@shardflake/conformance'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import pg from 'pg'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
-import { checkScenario } from '../src/check'
-import type { Ledger } from '../src/ledger'
-import { Scenario, SHARDS, sharding, shardList, sleep } from '../src/scenario'
+import { type RowTally, Scenario, SHARDS, sharding, shardList, sleep } from '../src/scenario'
 
 let server: ThrowawayServer
 
@@ -38,7 +36,7 @@ function pool(name: string, max: number, infrastructure = true): pg.Pool {
  * Writes each acknowledged batch as rows in one transaction; counts the rows of transactions
  * whose COMMIT was acknowledged (synchronous_commit = on: they must survive any restart).
  */
-function rowWriter(writer: pg.Pool, committed: bigint[], uncertain: { n: number }) {
+function rowWriter(writer: pg.Pool, tally: RowTally) {
   return async (ids: bigint[], shard: number) => {
     let client: pg.PoolClient | undefined
     try {
@@ -51,9 +49,9 @@ function rowWriter(writer: pg.Pool, committed: bigint[], uncertain: { n: number 
         [ids.map(String), shard],
       )
       await client.query('COMMIT')
-      committed.push(...ids)
+      tally.committed.push(...ids)
     } catch {
-      uncertain.n++
+      tally.uncertain++
     } finally {
       client?.release(true)
     }
@@ -89,30 +87,16 @@ test('PostgresSource under restarts (fast, immediate), terminated and cancelled 
     timeoutMs: 1_000,
   })
   const writerPool = pool('faults-writer', 3)
-  const committed: bigint[] = []
-  const uncertain = { n: 0 }
-  const shards = SHARDS.postgres
-  const load = (ledger: Ledger, source: PostgresSource) =>
-    scenario.load({
-      ledger,
-      source,
-      shards,
-      callers: 4,
-      counts: [1, 7, 100, 1000, 1, 128],
-      abortEvery: 97,
-      abortAfterMs: 2,
-    })
-  load(scenario.ledger('PostgresSource (pool passed in)'), passed)
-  load(scenario.ledger('PostgresSource (URL)'), owned)
-  scenario.load({
-    ledger: scenario.ledger('PostgresSource (rows)'),
-    source: passed,
-    shards,
-    callers: 2,
-    counts: [20, 50],
-    onIds: rowWriter(writerPool, committed, uncertain),
-  })
-  const control = scenario.control(SHARDS.postgresControl)
+  const tally = scenario.rowTally('faults_rows (PostgreSQL, synchronous_commit on)', (ids) =>
+    countPresent(admin, ids),
+  )
+  scenario.loadDatabaseSources(
+    'PostgresSource',
+    { passed, owned },
+    SHARDS.postgres,
+    rowWriter(writerPool, tally),
+  )
+  scenario.control(SHARDS.postgresControl)
 
   const sessions = async (state?: string) => {
     const { rows } = await admin.query<{ pid: number }>(
@@ -154,19 +138,7 @@ test('PostgresSource under restarts (fast, immediate), terminated and cancelled 
     scenario.faults.add(`restart, ${mode} shutdown`)
   }
   await sleep(3_000)
-  await scenario.stop()
-
-  const present = await countPresent(admin, committed)
-  scenario.rows['faults_rows (PostgreSQL, synchronous_commit on)'] = {
-    committed: committed.length,
-    lost: committed.length - present,
-    uncertain: uncertain.n,
-  }
-  const figures = scenario.save(inject('runDir'))
-  await Promise.all([passed.close(), owned.close(), control.close()])
-  await Promise.all([sourcePool.end(), writerPool.end(), admin.end()])
-
-  checkScenario(figures)
+  const figures = await scenario.finish(inject('runDir'), [sourcePool, writerPool, admin])
   expect(figures.faults['restart, immediate shutdown']).toBe(3)
   expect(figures.faults.pg_cancel_backend).toBeGreaterThan(0)
   expect(figures.faults.pg_terminate_backend).toBeGreaterThan(0)

@@ -1,7 +1,6 @@
 import { redisCommand, startRedis, type ThrowawayServer } from '@shardflake/conformance'
 import { RedisSource } from '@shardflake/redis'
 import { afterAll, beforeAll, expect, inject, test } from 'vitest'
-import { checkScenario } from '../src/check'
 import { Scenario, SHARDS, sharding, sleep } from '../src/scenario'
 
 let first: ThrowawayServer
@@ -53,52 +52,29 @@ test('RedisSource with two servers: one stopped (SIGSTOP), each killed and resta
       abortAfterMs: 1,
     })
   }
-  const control = scenario.control(SHARDS.redisControl)
+  scenario.control(SHARDS.redisControl)
 
-  const stopWindow = async (server: ThrowawayServer, ms: number) => {
-    await server.kill('SIGSTOP')
-    scenario.faults.add(`SIGSTOP ${ms / 1000} s`)
-    failoverLedger.openWindow(`${server.name} stopped`)
-    roundRobinLedger.openWindow(`${server.name} stopped`)
-    try {
-      await sleep(ms)
-    } finally {
-      await server.kill('SIGCONT')
-      failoverLedger.closeWindow()
-      roundRobinLedger.closeWindow()
-    }
-  }
-  const crash = async (...crashed: ThrowawayServer[]) => {
-    await Promise.all(crashed.map((server) => server.kill('SIGKILL')))
-    scenario.faults.add('kill -9', crashed.length)
-    await sleep(1_000)
-    await Promise.all(crashed.map((server) => server.restart()))
-    scenario.faults.add('restart (empty)', crashed.length)
-  }
+  const ledgers = [failoverLedger, roundRobinLedger]
 
   await sleep(2_000)
-  await stopWindow(first, 6_000) // the server the failover source uses
+  await scenario.pause(first, 6_000, ledgers) // the server the failover source uses
   await sleep(2_000)
-  await crash(first)
+  // A restarted Redis server is empty: every counter gone.
+  await scenario.crash([first], 1_000)
   await sleep(1_000)
   // Every counter of the first server gone while it is in use (FLUSHALL).
   await redisCommand(first.port, ['FLUSHALL'])
   scenario.faults.add('FLUSHALL')
   await sleep(1_000)
-  await stopWindow(second, 4_000)
+  await scenario.pause(second, 4_000, ledgers)
   await sleep(2_000)
-  await crash(second)
+  await scenario.crash([second], 1_000)
   await sleep(2_000)
-  await crash(first, second)
+  await scenario.crash([first, second], 1_000)
   await sleep(3_000)
-  await scenario.stop()
-
-  const figures = scenario.save(inject('runDir'))
-  await Promise.all([failover.close(), roundRobin.close(), control.close()])
-
-  checkScenario(figures)
+  await scenario.finish(inject('runDir'))
   // While one server was stopped, the other served callers (counts only; times are reported).
-  for (const ledger of [failoverLedger, roundRobinLedger]) {
+  for (const ledger of ledgers) {
     for (const window of ledger.figures().windows) {
       expect(window.ids, `${ledger.source} during "${window.name}"`).toBeGreaterThan(0)
     }
