@@ -11,6 +11,9 @@
  * surrounding documentation introduces (`pool`, `source`), so "cannot find name" and
  * implicit-any diagnostics are tolerated there; wrong imports, wrong option names and wrong types
  * are not.
+ *
+ * The Prisma README's ```typescript blocks import the client `prisma generate` writes; the Prisma
+ * example generates it and type-checks them there (examples/prisma-postgres/test/bench.test.ts).
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join, relative } from 'node:path'

@@ -5,11 +5,12 @@
  * printed by the example, never asserted.
  */
 import { execFile } from 'node:child_process'
-import { readFile } from 'node:fs/promises'
+import { readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { defineSharding, instagram } from '@shardflake/core'
 import pg from 'pg'
+import ts from 'typescript'
 import { afterAll, beforeAll, expect, it } from 'vitest'
 
 const run = promisify(execFile)
@@ -160,4 +161,37 @@ it("runs the quick start of the package README, which is this example's src/quic
     "SELECT id::text, email FROM users WHERE email = 'ada@example.com'",
   )
   expect(sharding.shardOfId(stored!.id)).toBe(user)
+}, 120_000)
+
+it('type-checks every TypeScript block of the package README against the generated client', async () => {
+  // Blocks go into src/, next to the generated client the quick start imports; a block after
+  // `<!-- continues -->` is checked together with the one before it, as a reader reads them.
+  const readme = await readFile(join(root, '..', '..', 'packages', 'prisma', 'README.md'), 'utf8')
+  const blocks: string[] = []
+  for (const match of readme.matchAll(/(<!-- continues -->\s*)?```typescript\n([\s\S]*?)```/g)) {
+    if (match[1] && blocks.length > 0) blocks[blocks.length - 1] += `\n${match[2]!}`
+    else blocks.push(match[2]!)
+  }
+  expect(blocks.join('\n')).toContain('$shardedIds.assign(')
+  const files = blocks.map((_, i) => join(root, 'src', `.readme-block-${process.pid}-${i}.ts`))
+  try {
+    await Promise.all(files.map((file, i) => writeFile(file, blocks[i]!)))
+    const program = ts.createProgram(files, {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2023,
+      strict: true,
+      noEmit: true,
+      allowImportingTsExtensions: true,
+      skipLibCheck: true,
+      types: ['node'],
+    })
+    const problems = ts.getPreEmitDiagnostics(program).map((diagnostic) => {
+      const where = diagnostic.file?.fileName.replace(root, '') ?? ''
+      return `${where}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`
+    })
+    expect(problems).toEqual([])
+  } finally {
+    await Promise.all(files.map((file) => rm(file, { force: true })))
+  }
 }, 120_000)
