@@ -90,34 +90,15 @@ export function sameLayout(a: LayoutFields, b: LayoutFields): boolean {
 const DEFAULT_ORDER: readonly FieldName[] = ['time', 'shard', 'worker', 'sequence']
 const FIELD_NAMES: readonly FieldName[] = ['time', 'shard', 'worker', 'sequence']
 
-/** A layout's options, checked, with what follows from them. */
-export interface ResolvedLayoutOptions {
-  readonly name: string
-  readonly epoch: number
-  readonly timeUnitMs: number
-  readonly timeBits: number
-  readonly shardBits: number
-  readonly workerBits: number
-  readonly sequenceBits: number
-  readonly order: readonly FieldName[]
-  readonly totalBits: number
-  readonly allowSignBit: boolean
-  /** Shift of each field from the least significant bit. */
-  readonly shifts: Readonly<Record<FieldName, bigint>>
-  /** All 64 bits are used: the highest field holds the sign bit. */
-  readonly usesSignBit: boolean
-  /** The time field is the highest. */
-  readonly timeHoldsSignBit: boolean
-}
-
 /**
- * Checks a layout's options and works out the field shifts.
+ * Checks a layout's options and works out the field shifts, and whether the time field holds the
+ * sign bit (`usesSignBit`: all 64 bits are used; `timeHoldsSignBit`: time is the highest field).
  * @throws InvalidLayoutError naming the offending option.
  */
 export function readLayoutOptions(
   options: LayoutOptions,
   internal: { allowEmptyShard?: boolean } = {},
-): ResolvedLayoutOptions {
+) {
   const name = options.name ?? 'custom'
   const fail = (message: string): never => {
     throw new InvalidLayoutError(`Layout ${JSON.stringify(name)}: ${message}`)

@@ -102,44 +102,32 @@ export class Layout {
 
   /** @internal Use {@link defineLayout}. */
   constructor(options: LayoutOptions, internal: { allowEmptyShard?: boolean } = {}) {
-    const {
-      name,
-      epoch,
-      timeUnitMs,
-      timeBits,
-      shardBits,
-      workerBits,
-      sequenceBits,
-      order,
-      totalBits,
-      allowSignBit,
-      shifts,
-      usesSignBit,
-      timeHoldsSignBit,
-    } = readLayoutOptions(options, internal)
-    this.name = name
-    this.epoch = epoch
-    this.timeUnitMs = timeUnitMs
-    this.timeBits = timeBits
-    this.shardBits = shardBits
-    this.workerBits = workerBits
-    this.sequenceBits = sequenceBits
-    this.order = Object.freeze([...order])
-    this.totalBits = totalBits
-    this.allowSignBit = allowSignBit
+    const o = readLayoutOptions(options, internal)
+    this.name = o.name
+    this.epoch = o.epoch
+    this.timeUnitMs = o.timeUnitMs
+    this.timeBits = o.timeBits
+    this.shardBits = o.shardBits
+    this.workerBits = o.workerBits
+    this.sequenceBits = o.sequenceBits
+    this.order = Object.freeze([...o.order])
+    this.totalBits = o.totalBits
+    this.allowSignBit = o.allowSignBit
     this.decodeOnly = options.decodeOnly ?? false
-    this.shardCount = 2 ** shardBits
-    this.workerCount = 2 ** workerBits
-    this.maxSequence = 2 ** sequenceBits - 1
-    this.capacityPerMs = 2 ** sequenceBits / timeUnitMs
-    this.timeEndsAt = new Date(epoch + 2 ** timeBits * timeUnitMs)
+    this.shardCount = 2 ** o.shardBits
+    this.workerCount = 2 ** o.workerBits
+    this.maxSequence = 2 ** o.sequenceBits - 1
+    this.capacityPerMs = 2 ** o.sequenceBits / o.timeUnitMs
+    this.timeEndsAt = new Date(o.epoch + 2 ** o.timeBits * o.timeUnitMs)
     this.negativeFrom =
-      usesSignBit && timeHoldsSignBit
-        ? new Date(epoch + 2 ** (timeBits - 1) * timeUnitMs)
+      o.usesSignBit && o.timeHoldsSignBit
+        ? new Date(o.epoch + 2 ** (o.timeBits - 1) * o.timeUnitMs)
         : undefined
-    this.shifts = Object.freeze(shifts)
+    this.shifts = Object.freeze(o.shifts)
     this.timeLimit =
-      usesSignBit && timeHoldsSignBit && !allowSignBit ? 2 ** (timeBits - 1) : 2 ** timeBits
+      o.usesSignBit && o.timeHoldsSignBit && !o.allowSignBit
+        ? 2 ** (o.timeBits - 1)
+        : 2 ** o.timeBits
     Object.freeze(this)
   }
 
