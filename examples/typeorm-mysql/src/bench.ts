@@ -14,13 +14,22 @@
  *   node dist/bench.js --batch 1000 --sort      # each batch ordered by shard (ascending IDs)
  *   node dist/bench.js --prefetch 0             # MySQL: no prefetch variant
  *   node dist/bench.js --in-process             # MySQL: and a table keyed by the in-process source
+ *   node dist/bench.js --chart chart.json       # and every round's rows/s for bench-charts
+ *
+ * `--chart <file>` writes the figures of every round for bench-charts (see bench-charts/README.md):
+ * one group per server, batch size and row count. Groups already in the file from other settings
+ * are kept, so one file collects the runs of the `bench` script.
  *
  * MYSQL_URL / PG_URL point at the server (defaults: root@127.0.0.1:3306, postgres@127.0.0.1:5432);
  * the benchmark makes its own databases, named sf_typeorm_example*.
  */
-import { writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
 import { defaults, type Report, runBenchmark } from './benchmark.ts'
+
+/** The label of every group's baseline row: AUTO_INCREMENT on MariaDB/MySQL, identity on PostgreSQL. */
+const baselineLabel = 'database-generated key'
 
 const { values: args } = parseArgs({
   options: {
@@ -37,6 +46,7 @@ const { values: args } = parseArgs({
     'in-process': { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     save: { type: 'string' },
+    chart: { type: 'string' },
   },
 })
 
@@ -54,6 +64,7 @@ const report = await runBenchmark({
   inProcess: args['in-process'],
 })
 if (args.save) writeFileSync(args.save, `${JSON.stringify(report, null, 2)}\n`)
+if (args.chart) writeChart(args.chart, report)
 if (args.json) {
   console.log(JSON.stringify(report, null, 2))
 } else {
@@ -91,4 +102,66 @@ function print(report: Report) {
     `|${widths.map((w, i) => (i < 2 ? `${'-'.repeat(w + 2)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
   )
   for (const line of lines) console.log(row(line))
+}
+
+interface ChartRow {
+  label: string
+  group: string
+  values: number[]
+}
+
+/** What one run measured, as the chart names it: `MariaDB, 1 row per save()`. */
+function settingOf(report: Report): string {
+  const server = report.db.split(' ')[0]
+  const rows = report.batch === 1 ? '1 row per save()' : `${report.batch} rows per save()`
+  return `${server}, ${rows}${report.sorted ? ', sorted by shard' : ''}`
+}
+
+/** The rows and note lines of an existing chart file, or none. */
+function readChart(file: string): { rows: ChartRow[]; note: string[] } {
+  if (!existsSync(file)) return { rows: [], note: [] }
+  const parsed: unknown = JSON.parse(readFileSync(file, 'utf8'))
+  if (typeof parsed !== 'object' || parsed === null) return { rows: [], note: [] }
+  const rows: ChartRow[] = []
+  const found = 'rows' in parsed && Array.isArray(parsed.rows) ? parsed.rows : []
+  for (const row of found) {
+    if (typeof row !== 'object' || row === null) continue
+    const { label, group, values } = row
+    if (typeof label !== 'string' || typeof group !== 'string' || !Array.isArray(values)) continue
+    rows.push({ label, group, values: values.filter((v) => typeof v === 'number') })
+  }
+  const lines = 'note' in parsed && Array.isArray(parsed.note) ? parsed.note : []
+  return { rows, note: lines.filter((line) => typeof line === 'string') }
+}
+
+/**
+ * Writes (or updates) the results JSON bench-charts draws: this run's rows/s per round, one group
+ * per row count, replacing the groups an earlier run of the same setting left in the file.
+ */
+function writeChart(file: string, report: Report) {
+  const setting = settingOf(report)
+  const old = readChart(file)
+  const ours = (group: string) => group.split(' · ')[0] === setting
+  const fresh: ChartRow[] = report.results.map((result) => ({
+    label:
+      result.ratio === null ? baselineLabel : result.variant.replace(/^@ShardedId \((.*)\)$/, '$1'),
+    group: `${setting} · ${result.rows.toLocaleString('en-US')} rows`,
+    values: result.roundsPerSecond.map((value) => Number(value.toPrecision(4))),
+  }))
+  const at = old.rows.findIndex((row) => ours(row.group))
+  const kept = old.rows.filter((row) => !ours(row.group))
+  const rows = at < 0 ? [...kept, ...fresh] : [...kept.slice(0, at), ...fresh, ...kept.slice(at)]
+  const loads = report.loadAverage.map((values) => values[0]!)
+  const line = `${setting}: ${report.rounds} rounds, ${new Date().toISOString().slice(0, 10)}, load average ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)} on ${availableParallelism()} cores`
+  const settings = [...new Set(rows.map((row) => row.group.split(' · ')[0]!))]
+  const notes = [...old.note.filter((text) => !text.startsWith(`${setting}:`)), line]
+  const byGroup = (text: string) => settings.findIndex((name) => text.startsWith(`${name}:`))
+  const chart = {
+    title: 'TypeORM save(): @ShardedId against a database-generated key',
+    unit: 'rows/s',
+    note: notes.filter((text) => byGroup(text) >= 0).sort((a, b) => byGroup(a) - byGroup(b)),
+    baseline: baselineLabel,
+    rows,
+  }
+  writeFileSync(file, JSON.stringify(chart))
 }

@@ -73,6 +73,10 @@ export interface Result {
   rows: number
   variant: string
   rowsPerSecond: number
+  /** Rows/s of every round, in run order (the chart divides them by the baseline's round by round). */
+  roundsPerSecond: number[]
+  /** The smallest and largest per-round ratio to the baseline (null for the baseline). */
+  ratioRange: [number, number] | null
   ratio: number | null
   p50Ms: number
   p99Ms: number
@@ -146,6 +150,8 @@ export async function runBenchmark(options: Partial<BenchmarkConfig> = {}): Prom
           rows,
           variant: variant.name,
           rowsPerSecond: median(speed.get(variant)!),
+          roundsPerSecond: speed.get(variant)!,
+          ratioRange: variant === auto ? null : [Math.min(...ratios), Math.max(...ratios)],
           ratio: variant === auto ? null : median(ratios),
           p50Ms: percentile(latency.get(variant)!, 0.5),
           p99Ms: percentile(latency.get(variant)!, 0.99),
