@@ -4,6 +4,7 @@
  *
  *   node src/bench.ts [--json] [--rounds 12] [--single 60] [--users 100]
  *                     [--prefetch 256] [--max-age 5000] [--prefix sf_prisma_example]
+ *                     [--chart <file>]
  *
  * Every round runs, for each mode in turn (the order rotates), `--single` posts each followed by
  * a comment, one create at a time, then one `createMany` of 1000 posts and one of 1000 comments,
@@ -23,8 +24,12 @@
  * - `app-assigned as strings, no extension`: the same, with `createMany` given the IDs as
  *   decimal strings, as the extension does: the ceiling for any assigned-before-INSERT scheme
  *   through `createMany` (single creates as in `app-assigned`).
+ *
+ * `--chart <file>` also writes every round's throughput for bench-charts (see
+ * bench-charts/README.md): one group per kind of write, each mode against autoincrement.
  */
-import { loadavg } from 'node:os'
+import { writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg } from 'node:os'
 import { PrismaPg } from '@prisma/adapter-pg'
 import {
   defineSharding,
@@ -56,6 +61,8 @@ const at = argv.indexOf('--prefix')
 /** Databases are `<prefix>_<mode>`: the tests use their own. */
 const prefix = at >= 0 ? argv[at + 1]! : 'sf_prisma_example'
 if (!/^[a-z_][a-z0-9_]*$/.test(prefix)) throw new Error(`--prefix: not a plain name: ${prefix}`)
+const chartAt = argv.indexOf('--chart')
+const chartFile = chartAt >= 0 ? argv[chartAt + 1] : undefined
 const batchSize = 1000
 const logicalShards = 64
 /** The application's sharding: every source and the extension get this one object. */
@@ -375,6 +382,7 @@ async function main() {
       index: await indexSizes(mode),
     })
   }
+  if (chartFile) writeChart(chartFile, modes, started.load[0]!, finished.load[0]!)
   await Promise.all(modes.map((mode) => mode.workload.close()))
   inProcess.close()
   const settings = {
@@ -417,6 +425,32 @@ async function main() {
       'posts pkey MiB': round2((r.index.posts?.indexBytes ?? 0) / 2 ** 20),
     })),
   )
+}
+
+/** The results JSON bench-charts draws: every round's throughput, per kind of write and mode. */
+function writeChart(file: string, modes: Mode[], loadBefore: number, loadAfter: number) {
+  const kinds: [string, (mode: Mode) => Samples][] = [
+    [`Single creates (post, then comment)`, (mode) => mode.single],
+    [`createMany of ${batchSize} posts + ${batchSize} comments`, (mode) => mode.batched],
+    [`createMany of ${batchSize} wide posts`, (mode) => mode.wide],
+  ]
+  const chart = {
+    title: 'Prisma on PostgreSQL: sharded IDs against BigInt autoincrement',
+    unit: 'rows/s',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds, ${users} users on ${logicalShards} logical shards, prefetch ${prefetchSize} IDs per shard, Node ${process.versions.node}`,
+      `Load average ${Math.min(loadBefore, loadAfter).toFixed(1)}-${Math.max(loadBefore, loadAfter).toFixed(1)} on ${availableParallelism()} cores at the start and end of the run`,
+    ],
+    baseline: 'autoincrement',
+    rows: kinds.flatMap(([group, samples]) =>
+      modes.map((mode) => ({
+        label: mode.name,
+        group,
+        values: samples(mode).throughput.map((value) => Number(value.toPrecision(4))),
+      })),
+    ),
+  }
+  writeFileSync(file, JSON.stringify(chart))
 }
 
 function round2(value: number): number {

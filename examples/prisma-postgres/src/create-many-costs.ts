@@ -279,6 +279,7 @@ const report = names.map((name) => {
     medianMs: round2(median(times[name]!)),
     ratio: round2(median(ratios)),
     'ratio q1..q3': `${round2(ratios[Math.floor(ratios.length / 4)]!)}..${round2(ratios[Math.floor((3 * ratios.length) / 4)]!)}`,
+    'ratio min..max': `${round2(ratios[0]!)}..${round2(ratios[ratios.length - 1]!)}`,
     cpuMs: round2(median(cpu[name]!)),
     cpuRatio: round2(median(cpu[name]!.map((t, i) => cpu[against]![i]! / t))),
     against,
