@@ -3,9 +3,12 @@
  * with a comment, by existing authors), with shardflake keys against the same entities with
  * BIGSERIAL keys, in the same run, alternating, medians of several rounds.
  *
- *   node src/bench.ts [--json] [--quick] [--sizes=1,10,1000] [--database=sf_mikro_example]
- *     [--prefetch-max-age-ms=1000]   (after `pnpm build`; PG_URL elsewhere;
+ *   node src/bench.ts [--json] [--quick] [--sizes=1,10,1000] [--rounds=7] [--database=sf_mikro_example]
+ *     [--prefetch-max-age-ms=1000] [--chart <file>]   (after `pnpm build`; PG_URL elsewhere;
  *   AUTHORS_PER_FLUSH=4 spreads each flush over 4 authors, so 4 shards)
+ *
+ * `--chart <file>` also writes every round's entities/s for bench-charts (see
+ * bench-charts/README.md): one group per flush size, each mode against autoincrement.
  *
  * Modes:
  * - autoincrement: BIGSERIAL keys, the baseline
@@ -16,6 +19,8 @@
  * - beforeCreate:  the source without prefetch from a per-entity beforeCreate hook, one round trip
  *                  per entity (what onFlush avoids; shown for comparison, not shipped)
  */
+import { writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg } from 'node:os'
 import { type EntityManager, type EventArgs, MikroORM } from '@mikro-orm/postgresql'
 import { defineSharding, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
 import { ShardedIdSubscriber, shardedIds } from '@shardflake/mikro-orm'
@@ -41,7 +46,13 @@ const sizes = (
 /** Flushes per round: about 400 entities per mode and round (100 in quick runs), at least 3 (1). */
 const flushesPerRound = (size: number) =>
   Math.max(quick ? 1 : 3, Math.round((quick ? 100 : 400) / size))
-const rounds = quick ? 3 : 7
+const rounds = Number(
+  process.argv.find((arg) => arg.startsWith('--rounds='))?.slice('--rounds='.length) ??
+    (quick ? 3 : 7),
+)
+const chartAt = process.argv.indexOf('--chart')
+const chartFile = chartAt >= 0 ? process.argv[chartAt + 1] : undefined
+const loadAtStart = loadavg()[0]!
 /**
  * How long prefetched IDs stay usable. The test passes a long one so that a slow, shared machine
  * cannot turn the round-trip count into a timing measurement.
@@ -186,6 +197,8 @@ interface Result {
   roundTripsPerFlush: number | null
 }
 const results: Result[] = []
+/** Every round's entities/s, per flush size and mode, for `--chart`. */
+const perRound: { size: number; mode: Mode; values: number[] }[] = []
 const names = Object.keys(modes) as Mode[]
 let seed = 0
 
@@ -217,6 +230,7 @@ for (const size of sizes) {
       ratios.get(mode)!.push(total.get('autoincrement')! / total.get(mode)!)
     }
   }
+  for (const mode of names) perRound.push({ size, mode, values: throughput.get(mode)! })
   for (const mode of names) {
     results.push({
       size,
@@ -231,6 +245,25 @@ for (const size of sizes) {
           : null,
     })
   }
+}
+
+if (chartFile) {
+  const loads = [loadAtStart, loadavg()[0]!]
+  const chart = {
+    title: 'MikroORM flushes on PostgreSQL: sharded keys against BIGSERIAL',
+    unit: 'entities/s',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds after a warm-up, about ${quick ? 100 : 400} entities per mode and round, ${authorsPerFlush} ${authorsPerFlush === 1 ? 'author' : 'authors'} per flush, Node ${process.versions.node}`,
+      `Load average ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)} on ${availableParallelism()} cores at the start and end of the run`,
+    ],
+    baseline: 'autoincrement',
+    rows: perRound.map(({ size, mode, values }) => ({
+      label: mode,
+      group: `Flushes of ${size} ${size === 1 ? 'entity' : 'entities'}`,
+      values: values.map((value) => Number(value.toPrecision(4))),
+    })),
+  }
+  writeFileSync(chartFile, JSON.stringify(chart))
 }
 
 const check = {
