@@ -4,14 +4,16 @@
  * back to back with its baseline, in alternating order, once per rep; a ratio is the median of the
  * per-pair ratios, so load that drifts over seconds on a shared machine falls on both sides alike.
  *
- *   node bench/postgres.bench.ts [--seconds 2] [--reps 7] [--cells <regex>] [--json]
+ *   node bench/postgres.bench.ts [--seconds 2] [--reps 7] [--cells <regex>] [--json] [--chart <file>]
  *
  * `--cells` runs only the variants whose name (`next_id@8`, `insert1000_client@1`, ...) matches
  * the regular expression, each with its baseline: a long run can be split into several.
+ * `--chart` also writes every pair's figures for bench-charts (see bench-charts/README.md): one
+ * panel per variant, its row and its baseline's, one value per pair in run order.
  */
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
-import { loadavg, tmpdir } from 'node:os'
+import { availableParallelism, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { defineSharding, instagram } from '@shardflake/core'
 import { installPostgres } from '@shardflake/postgres'
@@ -27,6 +29,9 @@ const reps = option('reps', 7)
 const json = args.includes('--json')
 const cellsIndex = args.indexOf('--cells')
 const only = cellsIndex >= 0 ? new RegExp(args[cellsIndex + 1] ?? '') : undefined
+const chartIndex = args.indexOf('--chart')
+const chartFile = chartIndex >= 0 ? args[chartIndex + 1] : undefined
+const loadStart = loadavg()
 const serverUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 // Per run: two benchmark runs (or a test run) never drop each other's database.
 const DB = `sf_pg_bench_${process.pid}`
@@ -37,6 +42,8 @@ const admin = new pg.Client({ connectionString: serverUrl })
 await admin.connect()
 await admin.query(`DROP DATABASE IF EXISTS ${DB} WITH (FORCE)`)
 await admin.query(`CREATE DATABASE ${DB}`)
+const { rows: versionRows } = await admin.query<{ server_version: string }>('SHOW server_version')
+const serverVersion = versionRows[0]!.server_version.split(' ')[0]!
 const pool = new pg.Pool({ connectionString: url.toString(), max: 2 })
 // An idle connection terminated from outside must not crash the run.
 pool.on('error', () => undefined)
@@ -143,6 +150,8 @@ function pgbench(cell: Cell): number {
 const results = new Map<string, number[]>()
 /** Ratios of each variant to its baseline, one per rep, each from two runs back to back. */
 const pairRatios = new Map<string, number[]>()
+/** Each variant's pairs, in run order: its baseline's IDs/s and its own. */
+const pairs = new Map<string, { base: number[]; cell: number[] }>()
 const record = (map: Map<string, number[]>, name: string, value: number) => {
   const list = map.get(name) ?? []
   list.push(value)
@@ -165,8 +174,12 @@ const selected = cells.flatMap((cell) =>
     ? [{ cell, base: byKey.get(cell.baseline)! }]
     : [],
 )
+/** The 1-minute load average at the start of every rep, and at the end. */
+const loads: number[] = []
 for (let rep = 0; rep < reps; rep++) {
-  if (!json) process.stderr.write(`rep ${rep + 1}/${reps}\n`)
+  loads.push(loadavg()[0]!)
+  if (!json)
+    process.stderr.write(`rep ${rep + 1}/${reps} (load average ${loads.at(-1)!.toFixed(2)})\n`)
   for (const { cell, base } of selected) {
     // The variant and its baseline back to back, in alternating order, so that the load of a
     // shared machine (which drifts over seconds) falls on both sides of each ratio alike.
@@ -176,6 +189,10 @@ for (let rep = 0; rep < reps; rep++) {
     const b = await run(second)
     const [baseIds, cellIds] = first === base ? [a, b] : [b, a]
     record(pairRatios, key(cell.script, cell.clients), cellIds / baseIds)
+    const pair = pairs.get(key(cell.script, cell.clients)) ?? { base: [], cell: [] }
+    pair.base.push(baseIds)
+    pair.cell.push(cellIds)
+    pairs.set(key(cell.script, cell.clients), pair)
   }
 }
 await pool.end().catch(() => undefined)
@@ -205,13 +222,60 @@ const rows = cells
       ratioMax: ratios ? Number(Math.max(...ratios).toFixed(2)) : null,
     }
   })
+const loadEnd = loadavg()
+loads.push(loadEnd[0]!)
+const loadRange = `${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`
+
+/** Each variant's panel of the chart: its title (the baseline named) and the variant's label. */
+const panels: Record<string, [title: string, label: string]> = {
+  next_id: ['next_id() against nextval()', 'next_id()'],
+  next_ids_100: ['next_ids(100) against next_id()', 'next_ids(100)'],
+  next_ids_1000: ['next_ids(1000) against next_id()', 'next_ids(1000)'],
+  insert_default: ['Single-row INSERT: DEFAULT next_id() against bigserial', 'DEFAULT next_id()'],
+  insert1000_default: ['1000-row INSERT: DEFAULT next_id() against bigserial', 'DEFAULT next_id()'],
+  insert1000_client: [
+    '1000-row INSERT: IDs from next_ids(1000), then sent, against bigserial',
+    'IDs sent by the client',
+  ],
+}
+if (chartFile) {
+  const chart = {
+    title: 'PostgreSQL next_id() and next_ids(n) against nextval() and bigserial',
+    unit: 'IDs/s',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, PostgreSQL ${serverVersion}, pgbench -M prepared, ${reps} pairs of ${seconds} s runs per variant, Node ${process.versions.node}`,
+      `Load average ${loadRange} (1 min, at the start of every rep and at the end) on ${availableParallelism()} shared cores`,
+    ],
+    baseline: 'baseline',
+    roundName: 'pair',
+    rows: selected.flatMap(({ cell }) => {
+      const pair = pairs.get(key(cell.script, cell.clients))!
+      const [title, label] = panels[cell.script]!
+      const group = `${title}, ${cell.clients} client${cell.clients > 1 ? 's' : ''}`
+      return [
+        { group, label: 'baseline', values: pair.base.map(Math.round) },
+        { group, label, values: pair.cell.map(Math.round) },
+      ]
+    }),
+  }
+  writeFileSync(chartFile, JSON.stringify(chart))
+}
+
 if (json) {
-  console.log(JSON.stringify({ seconds, reps, load: loadavg(), rows }, null, 2))
+  console.log(
+    JSON.stringify(
+      { seconds, reps, serverVersion, load: { loadStart, loadEnd, loads }, rows },
+      null,
+      2,
+    ),
+  )
 } else {
   console.log(
-    `${new Date().toISOString()}, load average at the end ${loadavg()
+    `${new Date().toISOString()}, PostgreSQL ${serverVersion}, load average at the start ${loadStart
       .map((l) => l.toFixed(2))
-      .join(' ')}`,
+      .join(
+        ' ',
+      )}, at the end ${loadEnd.map((l) => l.toFixed(2)).join(' ')}, 1-min range ${loadRange}`,
   )
   console.log(
     `| cell | IDs/s (median of ${seconds} s runs) | min..max | baseline | ratio (median of ${reps} pairs) | ratio min..max |`,
