@@ -1,7 +1,7 @@
 import { defineLayout } from '@shardflake/core'
 import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ExtraServer, startMariadb } from '../../mysql/test/helpers'
+import { startMariadb, type ThrowawayServer } from '../../mysql/test/helpers'
 import { type CliIo, runCli } from '../src'
 
 /**
@@ -13,7 +13,7 @@ const URL_A = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 const PREFIX = `sf_mycli_move_${process.pid.toString(36)}${Math.floor(Math.random() * 1296).toString(36)}_`
 const epoch = '2024-01-01T00:00:00Z'
 const layout = defineLayout({ epoch, timeBits: 41, shardBits: 13, sequenceBits: 10 })
-let second: ExtraServer
+let second: ThrowawayServer
 let urlB: string
 
 async function run(...argv: string[]) {

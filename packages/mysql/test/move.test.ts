@@ -26,12 +26,12 @@ import { shardStatements } from '../src/sql/script'
 import {
   createPool,
   dropDatabases,
-  type ExtraServer,
   MYSQL_URL,
   RUN,
   rows,
   runDdl,
   startMariadb,
+  type ThrowawayServer,
 } from './helpers'
 
 const fenceSql = (o: MysqlSqlOptions, shard: number, to: string) =>
@@ -54,7 +54,7 @@ const sharding = defineSharding({ layout, logicalShards: 8192 })
 /** The first counter value past the layout's time field; a fenced counter is L + LIMIT + 1. */
 const LIMIT = BigInt(layout.timeLimit) << 10n
 
-let second: ExtraServer
+let second: ThrowawayServer
 let poolA: Pool
 let poolB: Pool
 /** The move's own connections (one each, so their session state can be read back). */

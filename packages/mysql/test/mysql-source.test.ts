@@ -21,11 +21,11 @@ import { createMysqlPool, installMysql, MysqlSource, type MysqlSourceOptions } f
 import {
   createPool,
   dropDatabases,
-  type ExtraServer,
   MYSQL_URL,
   RUN,
   rows,
   startMariadb,
+  type ThrowawayServer,
 } from './helpers'
 
 const PREFIX = `sf_my_src_${RUN}_`
@@ -42,7 +42,7 @@ const sharding = defineSharding({ layout, logicalShards: 64 })
 
 let a: Pool
 let b: Pool
-let second: ExtraServer
+let second: ThrowawayServer
 let source: MysqlSource
 
 beforeAll(async () => {

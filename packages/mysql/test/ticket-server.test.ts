@@ -7,7 +7,7 @@ import {
   TicketServerSource,
   type TicketServerSourceOptions,
 } from '../src'
-import { createPool, dropDatabases, type ExtraServer, RUN, rows, startMariadb } from './helpers'
+import { createPool, dropDatabases, RUN, rows, startMariadb, type ThrowawayServer } from './helpers'
 
 const PREFIX = `sf_my_tix_${RUN}_`
 
@@ -30,7 +30,7 @@ const DB_B = `${PREFIX}b`
 
 let a: Pool
 let b: Pool
-let second: ExtraServer
+let second: ThrowawayServer
 let dead: Pool
 
 beforeAll(async () => {
@@ -517,7 +517,7 @@ describe('TicketServerSource on two real servers', () => {
       const warm: bigint[] = []
       for (let i = 0; i < 8; i++) warm.push(await source.nextId(0))
       expect(new Set(warm.map((id) => id % 2n))).toEqual(new Set([0n, 1n]))
-      hung.pause()
+      await hung.kill('SIGSTOP')
       const served = await Promise.all(Array.from({ length: 8 }, () => source.nextIds(0, 5)))
       const all = served.flat()
       expect(all).toHaveLength(40)
@@ -527,7 +527,7 @@ describe('TicketServerSource on two real servers', () => {
       await expect(installTicketServers(options)).rejects.toBeInstanceOf(SourceUnavailableError)
       await expect(source.nextIds(0, 1_000_001)).rejects.toBeInstanceOf(InvalidArgumentError)
     } finally {
-      hung.resume()
+      await hung.kill('SIGCONT')
       await hungPool.end()
       await hung.stop()
     }
@@ -541,12 +541,12 @@ describe('TicketServerSource on two real servers', () => {
       await installTicketServers({ ...options, timeoutMs: 60_000 })
       const source = new TicketServerSource(options)
       await source.nextId(0)
-      hung.pause()
+      await hung.kill('SIGSTOP')
       const error = await source.nextId(0).catch((e: unknown) => e)
       expect(error).toBeInstanceOf(SourceUnavailableError)
       expect((error as Error).cause).toMatchObject({ code: 'TIMED_OUT' })
     } finally {
-      hung.resume()
+      await hung.kill('SIGCONT')
       await hungPool.end()
       await hung.stop()
     }
