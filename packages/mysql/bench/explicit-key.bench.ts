@@ -21,15 +21,19 @@
  * pid is read from MYSQL_PID_FILE (default /run/mysqld/mysqld.pid). Reported:
  * medians of rows/s, of the per-pair ratios, and of the per-1000-row costs. `PROFILE=1` adds
  * `SHOW PROFILE` stage times (1 connection). VARIANTS=a,b keeps the variants whose names contain
- * a or b (and the baselines). `--json` prints JSON only.
+ * a or b (and the baselines). `--json` prints JSON only. `--chart <file>` also writes every pair's
+ * ratio for bench-charts (see bench-charts/README.md): one panel per shape and connection count,
+ * each value one pair's rows/s over its baseline's (the baseline row is 1 in every pair).
  */
-import { readdirSync, readFileSync } from 'node:fs'
-import { loadavg } from 'node:os'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg } from 'node:os'
 import { allocateIds, defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { createMysqlPool, installMysql, MysqlSource } from '@shardflake/mysql'
 import type { RowDataPacket } from 'mysql2/promise'
 
 const json = process.argv.includes('--json')
+const chartIndex = process.argv.indexOf('--chart')
+const chartFile = chartIndex >= 0 ? process.argv[chartIndex + 1] : undefined
 const rounds = Number(process.env.ROUNDS ?? 5)
 const seconds = Number(process.env.SECONDS ?? 1)
 const url = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
@@ -547,10 +551,13 @@ const ratios = new Map<string, number[]>()
 const push = <T>(map: Map<string, T[]>, key: string, value: T) =>
   map.set(key, [...(map.get(key) ?? []), value])
 const loadStart = loadavg()
+/** The 1-minute load average at the start of every round, and at the end. */
+const loads: number[] = []
 log(
   `explicit keys vs AUTO_INCREMENT on ${url}: ${rounds} rounds, A-B-B-A pairs of ${seconds} s slices; load average ${loadStart.map((v) => v.toFixed(2)).join(' ')}`,
 )
 for (let round = 0; round < rounds; round++) {
+  loads.push(loadavg()[0]!)
   for (const connections of connectionCounts) {
     for (const variant of variants) {
       const baseline = baselines.get(variant.shape)!
@@ -575,6 +582,8 @@ for (let round = 0; round < rounds; round++) {
   log(`  round ${round + 1}/${rounds} done (load ${loadavg()[0]!.toFixed(2)})`)
 }
 const loadEnd = loadavg()
+loads.push(loadEnd[0]!)
+const loadRange = `${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`
 
 // ---- SHOW PROFILE stages (one connection) ----------------------------------------------------------
 const profiles = new Map<string, Map<string, number[]>>()
@@ -652,17 +661,49 @@ const results = connectionCounts.flatMap((connections) =>
     }
   }),
 )
+if (chartFile) {
+  const [versionRows] = await admin.query<RowDataPacket[]>('SELECT VERSION() AS version')
+  const shapeTitles: Record<string, string> = {
+    kv: 'kv: (id, payload), every payload 1',
+    kvr: 'kvr: (id, payload), payloads rendered per statement',
+    posts: 'posts: the TypeORM example’s table and statement',
+  }
+  const chart = {
+    title: '1000-row INSERTs carrying their own keys, against AUTO_INCREMENT',
+    unit: '× AUTO_INCREMENT',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, ${String(versionRows[0]!.version)}, ${rounds} A-B-B-A pairs of ${seconds} s slices per variant, Node ${process.versions.node}`,
+      'Each value: one pair’s rows/s over its baseline’s, both tables emptied first',
+      `Load average ${loadRange} (1 min, at the start of every round and at the end) on ${availableParallelism()} shared cores`,
+    ],
+    baseline: 'baseline',
+    roundName: 'pair',
+    rows: connectionCounts.flatMap((connections) =>
+      variants.map((variant) => {
+        const baseline = baselines.get(variant.shape)!
+        const group = `${shapeTitles[variant.shape] ?? variant.shape}, ${connections} connection${connections > 1 ? 's' : ''} (baseline: ${baseline.name})`
+        const pairs = ratios.get(`${variant.shape}|${variant.name}|${connections}`)
+        return pairs
+          ? { group, label: variant.name, values: pairs.map((r) => Number(r.toFixed(4))) }
+          : { group, label: 'baseline', values: Array.from({ length: rounds }, () => 1) }
+      }),
+    ),
+  }
+  writeFileSync(chartFile, JSON.stringify(chart))
+}
 const report = {
   url,
   date: new Date().toISOString(),
   rounds,
   seconds,
-  loadAverage: { start: loadStart, end: loadEnd },
+  loadAverage: { start: loadStart, end: loadEnd, range: loadRange },
   results,
 }
 if (json) console.log(JSON.stringify(report, null, 2))
 else {
-  log(`load average at the end ${loadEnd.map((v) => v.toFixed(2)).join(' ')}`)
+  log(
+    `load average at the end ${loadEnd.map((v) => v.toFixed(2)).join(' ')}; 1-min range ${loadRange}`,
+  )
   log(
     '\n| shape | variant | conns | rows/s | ratio (min..max) | server ms/1000 rows | client ms/1000 rows | page splits/1000 rows | redo B/row | sent B/row |',
   )

@@ -11,9 +11,15 @@
  *    `UPDATE ... LAST_INSERT_ID(id + n)` function, with failed calls (deadlocks) counted.
  *
  * Every cell is a closed loop (one request in flight per connection) for SECONDS (default 1.5 s);
- * rounds alternate over all cells (ROUNDS, default 3) and medians are reported. Duplicates of every
- * ID that reaches the client are counted. `--json` prints JSON only.
+ * each round runs every cell once (ROUNDS, default 7), in reverse order every other round, so a
+ * cell and its baseline run seconds apart, on either side alike. Reported: medians of the rounds,
+ * and the ratio to the baseline as the median (min..max) of the per-round ratios, which load that
+ * drifts during a run does not move. Duplicates of every ID that reaches the client are counted.
+ * `--json` prints JSON only; `--chart <file>` also writes every round's figures for bench-charts
+ * (see bench-charts/README.md), one panel per group and connection count.
  */
+import { writeFileSync } from 'node:fs'
+import { availableParallelism, loadavg } from 'node:os'
 import { defineSharding, instagram } from '@shardflake/core'
 import {
   createMysqlPool,
@@ -25,7 +31,9 @@ import {
 import type { Pool } from 'mysql2/promise'
 
 const json = process.argv.includes('--json')
-const rounds = Number(process.env.ROUNDS ?? 3)
+const chartIndex = process.argv.indexOf('--chart')
+const chartFile = chartIndex >= 0 ? process.argv[chartIndex + 1] : undefined
+const rounds = Number(process.env.ROUNDS ?? 7)
 const seconds = Number(process.env.SECONDS ?? 1.5)
 const url = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test'
 const PREFIX = 'sf_my_bench_'
@@ -277,28 +285,42 @@ async function measure(cell: Cell, connections: number): Promise<Run> {
 
 const runs = new Map<string, Run[]>()
 const key = (cell: Cell, connections: number) => `${cell.group}|${cell.name}|${connections}`
-log(`MySQL/MariaDB benchmark on ${url}: ${rounds} alternating rounds of ${seconds} s per cell...`)
+const [versionRows] = await pool.query('SELECT VERSION() AS version')
+const serverVersion = first<{ version: string }>(versionRows).version
+/** The 1-minute load average at the start of every round, and at the end. */
+const loads: number[] = []
+log(
+  `${serverVersion} on ${url}: ${rounds} rounds of ${seconds} s per cell, every other round reversed...`,
+)
 for (let round = 0; round < rounds; round++) {
-  for (const connections of [1, 16]) {
-    for (const cell of cells) {
+  loads.push(loadavg()[0]!)
+  const connectionOrder = round % 2 === 0 ? [1, 16] : [16, 1]
+  const cellOrder = round % 2 === 0 ? cells : [...cells].reverse()
+  for (const connections of connectionOrder) {
+    for (const cell of cellOrder) {
       const run = await measure(cell, connections)
       const list = runs.get(key(cell, connections)) ?? []
       list.push(run)
       runs.set(key(cell, connections), list)
     }
   }
-  log(`  round ${round + 1}/${rounds} done`)
+  log(`  round ${round + 1}/${rounds} done (load average at its start ${loads.at(-1)!.toFixed(2)})`)
 }
+loads.push(loadavg()[0]!)
+const loadRange = `${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`
+const baselineOf = (cell: Cell) =>
+  cell.baseline ? cells.find((c) => c.group === cell.group && c.name === cell.baseline) : undefined
 
 const results = cells.flatMap((cell) =>
   [1, 16].map((connections) => {
     const list = runs.get(key(cell, connections))!
     const perSecond = Math.round(median(list.map((r) => r.perSecond)))
-    const baseCell = cell.baseline
-      ? cells.find((c) => c.group === cell.group && c.name === cell.baseline)
-      : undefined
-    const base = baseCell
-      ? median(runs.get(key(baseCell, connections))!.map((r) => r.perSecond))
+    const baseCell = baselineOf(cell)
+    // Round by round: the cell against its baseline measured seconds apart in the same round.
+    const ratios = baseCell
+      ? list.map(
+          (r, round) => r.perSecond / runs.get(key(baseCell, connections))![round]!.perSecond,
+        )
       : undefined
     return {
       group: cell.group,
@@ -307,24 +329,55 @@ const results = cells.flatMap((cell) =>
       perSecond,
       min: Math.round(Math.min(...list.map((r) => r.perSecond))),
       max: Math.round(Math.max(...list.map((r) => r.perSecond))),
-      ratio: base ? Number((perSecond / base).toFixed(2)) : undefined,
+      ratio: ratios ? Number(median(ratios).toFixed(2)) : undefined,
+      ratioMin: ratios ? Number(Math.min(...ratios).toFixed(2)) : undefined,
+      ratioMax: ratios ? Number(Math.max(...ratios).toFixed(2)) : undefined,
       errors: list.reduce((sum, r) => sum + r.errors, 0),
       duplicates: list.reduce((sum, r) => sum + r.duplicates, 0),
     }
   }),
 )
 
+if (chartFile) {
+  const chart = {
+    title: 'MySQL routines and sources against MariaDB’s own baselines, same run',
+    unit: 'IDs or rows/s',
+    note: [
+      `${new Date().toISOString().slice(0, 10)}, ${serverVersion}, ${rounds} rounds of ${seconds} s per cell, Node ${process.versions.node}`,
+      `Load average ${loadRange} (1 min, at the start of every round and at the end) on ${availableParallelism()} shared cores`,
+    ],
+    baseline: 'baseline',
+    rows: [1, 16].flatMap((connections) =>
+      cells.map((cell) => {
+        const base = cell.baseline ?? cell.name
+        const group = `${cell.group}, ${connections} connection${connections > 1 ? 's' : ''} (baseline: ${base})`
+        return {
+          group,
+          label: cell.baseline ? cell.name : 'baseline',
+          values: runs.get(key(cell, connections))!.map((r) => Math.round(r.perSecond)),
+        }
+      }),
+    ),
+  }
+  writeFileSync(chartFile, JSON.stringify(chart))
+}
+
 if (json) {
-  console.log(JSON.stringify({ url, rounds, seconds, results }, null, 2))
+  console.log(JSON.stringify({ url, serverVersion, rounds, seconds, loads, results }, null, 2))
 } else {
   log('')
   log(
-    '| group | variant | conns | IDs or rows/s (median) | min..max | ratio to baseline | failed calls | duplicates |',
+    `load average (1 min) ${loadRange}, at the end ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
   )
-  log('|---|---|---:|---:|---:|---:|---:|---:|')
+  log(
+    '| group | variant | conns | IDs or rows/s (median) | min..max | ratio to baseline (median of rounds) | min..max | failed calls | duplicates |',
+  )
+  log('|---|---|---:|---:|---:|---:|---:|---:|---:|')
   for (const r of results) {
     log(
-      `| ${r.group} | ${r.name} | ${r.connections} | ${r.perSecond.toLocaleString('en')} | ${r.min.toLocaleString('en')}..${r.max.toLocaleString('en')} | ${r.ratio === undefined ? 'baseline' : `${r.ratio}x`} | ${r.errors} | ${r.duplicates} |`,
+      `| ${r.group} | ${r.name} | ${r.connections} | ${r.perSecond.toLocaleString('en')} | ${r.min.toLocaleString('en')}..${r.max.toLocaleString('en')} | ${r.ratio === undefined ? 'baseline' : `${r.ratio}x`} | ${r.ratio === undefined ? '' : `${r.ratioMin}..${r.ratioMax}`} | ${r.errors} | ${r.duplicates} |`,
     )
   }
 }
