@@ -31,4 +31,4 @@ export type {
 } from './servers/throwaway-server'
 export { testLeasedSharding, testSharding } from './shardings'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'
-export { asAsync, CountingSource } from './source-wrappers'
+export { asAsync, CountingSource, withClose } from './source-wrappers'

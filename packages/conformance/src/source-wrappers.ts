@@ -65,3 +65,20 @@ export function asAsync(inner: IdSource): IdSource {
     close: () => inner.close(),
   }
 }
+
+/**
+ * The source with `close()` extended by `end`: what a test opened for it (a pool, databases,
+ * keys) is ended or dropped after the source itself is closed.
+ */
+export function withClose(source: IdSource, end: () => Promise<unknown>): IdSource {
+  return {
+    sharding: source.sharding,
+    synchronous: source.synchronous,
+    nextId: (shard, context) => source.nextId(shard, context),
+    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
+    async close() {
+      await source.close()
+      await end()
+    },
+  }
+}

@@ -3,7 +3,7 @@
  * a registry in the suite's PostgreSQL database, acquired before the first insert and released
  * when the suite closes the source.
  */
-import { describeAdapter, testLeasedSharding } from '@shardflake/conformance'
+import { describeAdapter, testLeasedSharding, withClose } from '@shardflake/conformance'
 import { LeasedSource } from '@shardflake/core'
 import { PostgresLeaseRegistry } from '@shardflake/postgres'
 import pg from 'pg'
@@ -19,12 +19,7 @@ describeAdapter('Prisma / PostgreSQL / LeasedSource (PostgreSQL registry)', {
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
     pool.on('error', () => undefined) // an idle connection ended by the server
     const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
-    const close = source.close.bind(source)
-    source.close = async () => {
-      await close()
-      await pool.end()
-    }
-    return source
+    return withClose(source, () => pool.end())
   },
   setup: async ({ source, raw }) => blogOnPrisma('postgres', raw.url, source),
 })

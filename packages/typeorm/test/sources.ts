@@ -2,7 +2,7 @@
  * The database-backed sources the conformance suite runs TypeORM with, each made with the suite's
  * sharding, on the suite's database, closing what it opened.
  */
-import { type RawDatabase, runTag, testLeasedSharding } from '@shardflake/conformance'
+import { type RawDatabase, runTag, testLeasedSharding, withClose } from '@shardflake/conformance'
 import { type IdSource, LeasedSource, type Sharding } from '@shardflake/core'
 import {
   createMysqlPool,
@@ -28,12 +28,7 @@ export async function postgresSource(raw: RawDatabase, sharding: Sharding): Prom
   pool.on('error', () => undefined) // an idle connection ended by the server
   await installPostgres(pool, { sharding, shards: 'all' })
   const source = new PostgresSource({ sharding, databases: pool, useContextQuery: true })
-  const close = source.close.bind(source)
-  source.close = async () => {
-    await close()
-    await pool.end()
-  }
-  return source
+  return withClose(source, () => pool.end())
 }
 
 /** `MysqlSource` over the routines of every logical shard, one database `${prefix}<n>` each. */
@@ -46,22 +41,17 @@ export async function mysqlSource(
   const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 4 })
   await installMysql(pool, { sharding, shards: 'all', schemaPrefix })
   const source = new MysqlSource({ sharding, databases: pool, schemaPrefix })
-  const close = source.close.bind(source)
-  source.close = async () => {
-    await close()
+  return withClose(source, async () => {
     await dropDatabases(pool, schemaPrefix)
     await pool.end()
-  }
-  return source
+  })
 }
 
 /** `RedisSource` on the shared Redis under a key prefix of this run, deleted on close. */
 export function redisSource(sharding: Sharding, name: string): IdSource {
   const keyPrefix = `sf:typeorm:${runTag()}:${name}:`
   const source = new RedisSource({ sharding, servers: redisUrl, keyPrefix })
-  const close = source.close.bind(source)
-  source.close = async () => {
-    await close()
+  return withClose(source, async () => {
     const client = new Redis(redisUrl)
     try {
       const keys = await client.keys(`${keyPrefix}*`)
@@ -69,8 +59,7 @@ export function redisSource(sharding: Sharding, name: string): IdSource {
     } finally {
       client.disconnect()
     }
-  }
-  return source
+  })
 }
 
 /**
@@ -89,13 +78,10 @@ export async function ticketSource(raw: RawDatabase, name: string): Promise<IdSo
   }
   await installTicketServers(options)
   const source = new TicketServerSource(options)
-  const close = source.close.bind(source)
-  source.close = async () => {
-    await close()
+  return withClose(source, async () => {
     await dropDatabases(pool, prefix)
     await pool.end()
-  }
-  return source
+  })
 }
 
 async function dropDatabases(
@@ -120,12 +106,7 @@ export async function leasedSource(raw: RawDatabase, sharding: Sharding): Promis
     const pool = new pg.Pool({ connectionString: raw.url, max: 2 })
     pool.on('error', () => undefined) // an idle connection ended by the server
     const source = await LeasedSource.start({ sharding, registry: new PostgresLeaseRegistry(pool) })
-    const close = source.close.bind(source)
-    source.close = async () => {
-      await close()
-      await pool.end()
-    }
-    return source
+    return withClose(source, () => pool.end())
   }
   const database = `sf_typeorm_leases_${runTag()}`
   const pool = await createMysqlPool({ uri: raw.url, connectionLimit: 2 })
@@ -133,11 +114,8 @@ export async function leasedSource(raw: RawDatabase, sharding: Sharding): Promis
     sharding,
     registry: new MysqlLeaseRegistry(pool, { database }),
   })
-  const close = source.close.bind(source)
-  source.close = async () => {
-    await close()
+  return withClose(source, async () => {
     await pool.query(`DROP DATABASE IF EXISTS \`${database}\``)
     await pool.end()
-  }
-  return source
+  })
 }

@@ -1,4 +1,4 @@
-import type { RawDatabase } from '@shardflake/conformance'
+import { type RawDatabase, withClose } from '@shardflake/conformance'
 import type { IdSource, Sharding } from '@shardflake/core'
 import { createMysqlPool, installMysql, MysqlSource } from '@shardflake/mysql'
 import { installPostgres, PostgresSource } from '@shardflake/postgres'
@@ -9,16 +9,7 @@ export async function postgresSource(raw: RawDatabase, sharding: Sharding): Prom
   const pool = new pg.Pool({ connectionString: raw.url, max: 8 })
   await installPostgres(pool, { sharding, shards: 'all' })
   const source = new PostgresSource({ sharding, databases: pool })
-  return {
-    sharding: source.sharding,
-    synchronous: source.synchronous,
-    nextId: (shard, context) => source.nextId(shard, context),
-    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
-    async close() {
-      await source.close()
-      await pool.end()
-    },
-  }
+  return withClose(source, () => pool.end())
 }
 
 /**
@@ -30,17 +21,10 @@ export async function mysqlSource(raw: RawDatabase, sharding: Sharding): Promise
   const schemaPrefix = `${raw.name}_s`
   await installMysql(pool, { sharding, shards: 'all', schemaPrefix })
   const source = new MysqlSource({ sharding, databases: pool, schemaPrefix })
-  return {
-    sharding: source.sharding,
-    synchronous: source.synchronous,
-    nextId: (shard, context) => source.nextId(shard, context),
-    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
-    async close() {
-      await source.close()
-      for (let shard = 0; shard < sharding.logicalShards; shard++) {
-        await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
-      }
-      await pool.end()
-    },
-  }
+  return withClose(source, async () => {
+    for (let shard = 0; shard < sharding.logicalShards; shard++) {
+      await pool.query(`DROP DATABASE IF EXISTS \`${schemaPrefix}${shard}\``)
+    }
+    await pool.end()
+  })
 }

@@ -1,4 +1,4 @@
-import type { Dialect, RawDatabase } from '@shardflake/conformance'
+import { type Dialect, type RawDatabase, withClose } from '@shardflake/conformance'
 import type { IdSource, Sharding } from '@shardflake/core'
 import {
   createMysqlPool,
@@ -68,19 +68,6 @@ export function redisSource(sharding: Sharding, keyPrefix: string): Promise<IdSo
   )
 }
 
-function withClose(source: IdSource, end: () => Promise<void>): IdSource {
-  return {
-    sharding: source.sharding,
-    synchronous: source.synchronous,
-    nextId: (shard, context) => source.nextId(shard, context),
-    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
-    async close() {
-      await source.close()
-      await end()
-    },
-  }
-}
-
 /**
  * Flickr-style `TicketServerSource` over two ticket databases `${prefix}a` / `${prefix}b` on the
  * suite's server, offsets 1 and 2 (dropped on close).
@@ -92,15 +79,8 @@ export async function ticketSource(raw: RawDatabase, prefix: string): Promise<Id
   const servers = databases.map((database) => ({ pool, database }))
   await installTicketServers({ servers, sequence: 'blog' })
   const source = new TicketServerSource({ servers, sequence: 'blog' })
-  return {
-    sharding: source.sharding,
-    synchronous: false,
-    nextId: (shard, context) => source.nextId(shard, context),
-    nextIds: (shard, count, context) => source.nextIds(shard, count, context),
-    async close() {
-      await source.close()
-      for (const db of databases) await pool.query(`DROP DATABASE IF EXISTS \`${db}\``)
-      await pool.end()
-    },
-  }
+  return withClose(source, async () => {
+    for (const db of databases) await pool.query(`DROP DATABASE IF EXISTS \`${db}\``)
+    await pool.end()
+  })
 }
