@@ -33,6 +33,7 @@ export {
   type ShardSelection,
 } from './in-process-source'
 export { jsonReplacer, stringifyIds } from './json'
+export { checkKnownOptions, describeValue } from './known-options'
 export { type DecodedId, defineLayout, type IdParts, type IdRange, Layout } from './layout'
 export type { FieldName, LayoutDescription, LayoutOptions } from './layout-options'
 export {
