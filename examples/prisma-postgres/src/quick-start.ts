@@ -1,4 +1,3 @@
-import { PrismaPg } from '@prisma/adapter-pg'
 import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { PrismaClient } from './generated/prisma/client.ts'
 import { shardedIds } from './generated/shardflake/index.ts'
@@ -7,7 +6,11 @@ import { shardedIds } from './generated/shardflake/index.ts'
 const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
 // This process makes the IDs of every logical shard: no other process or database may.
 const source = new InProcessSource({ sharding, shards: 'all' })
+
+import { PrismaPg } from '@prisma/adapter-pg'
+
 const adapter = new PrismaPg({ connectionString: process.env.DATABASE_URL })
+
 const prisma = new PrismaClient({ adapter }).$extends(shardedIds({ source }))
 
 const user = await prisma.user.create({ data: { email: 'ada@example.com' } })
