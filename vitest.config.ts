@@ -1,14 +1,16 @@
 import { defineConfig } from 'vitest/config'
 
 /**
- * One vitest run for the whole workspace. Every package, `test/` and every example is a
- * project; each may add a `vitest.config.ts` of its own (merged over `vitest.shared.ts`).
+ * One vitest run for the whole workspace. Every package, `test/`, `readme-check/` (its static
+ * checks; the quick-start runner is `pnpm test:readmes`) and every example is a project; each
+ * may add a `vitest.config.ts` of its own (merged over `vitest.shared.ts`).
  */
 export default defineConfig({
   test: {
     projects: [
       'packages/*/vitest.config.ts',
       'test/vitest.config.ts',
+      'readme-check/vitest.config.ts',
       'examples/*/vitest.config.ts',
       'bench-charts/vitest.config.ts',
     ],

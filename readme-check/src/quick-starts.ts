@@ -7,7 +7,13 @@
  * the IDs its first inserts stored, and run `pnpm test:readmes -t <package>`.
  */
 import { ensure, ensureCount, ensurePlaced, shardOfId, shardOfKey } from './checks.ts'
-import { mariadbDatabase, postgresDatabase, type SqlDatabase } from './resources.ts'
+import {
+  mariadbDatabase,
+  mariadbServer,
+  postgresDatabase,
+  redisServer,
+  type SqlDatabase,
+} from './resources.ts'
 import { type Variant, variant } from './run-quick-start.ts'
 
 /** A README and the ways to run its quick start, by variant name (`default` without variants). */
@@ -161,6 +167,108 @@ export const QUICK_STARTS: readonly QuickStart[] = [
         async check({ output }) {
           ensure(/^1341 1341$/m.test(output), 'app.ts does not print 1341 1341')
           ensure(/shard: 1341/.test(output), 'the decomposed comment ID does not show shard 1341')
+        },
+      }),
+    },
+  },
+  {
+    readme: 'packages/postgres/README.md',
+    variants: {
+      default: variant({
+        resources: { a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ a, b }) => ({ SERVER_A: a.url, SERVER_B: b.url }),
+        async check({ resources: { a, b }, output }) {
+          ensure(
+            /\[ \{ shard: 45 \} \]/.test(output),
+            'the PGlite part does not print [ { shard: 45 } ]',
+          )
+          const schemas = async (database: SqlDatabase) =>
+            (
+              await database.query(
+                "SELECT count(*)::int AS n FROM pg_namespace WHERE nspname ~ '^shard_[0-9]+$'",
+              )
+            )[0]!.n
+          ensure(
+            (await schemas(a)) === 32 && (await schemas(b)) === 32,
+            'each server does not hold its 32 shards',
+          )
+          const posts = await b.query('SELECT id::text AS id FROM shard_45.posts')
+          ensureCount(posts, 1, 'posts on server B')
+          ensurePlaced(posts, () => shardOfKey(31341n, 64), 'post')
+          const onA = await a.query("SELECT to_regclass('shard_45.posts') AS t")
+          ensure(onA[0]!.t === null, 'server A has a posts table of shard 45')
+        },
+      }),
+    },
+  },
+  {
+    readme: 'packages/mysql/README.md',
+    variants: {
+      default: variant({
+        // A server of its own: the shard databases shard_0 .. shard_63 are server-wide names.
+        resources: { server: mariadbServer() },
+        env: ({ server }) => ({ MYSQL_URL: server.url }),
+        async check({ resources: { server }, output }) {
+          const printed = /^(-?\d+)n 1000$/m.exec(output)
+          ensure(printed !== null, 'app.ts does not print an ID and 1000')
+          ensurePlaced([{ id: printed[1] }], () => shardOfKey(31341n, 64), 'the printed ID')
+          const shards = await server.query(
+            "SELECT count(*) AS n FROM information_schema.schemata WHERE schema_name REGEXP '^shard_[0-9]+$'",
+          )
+          ensure(Number(shards[0]!.n) === 64, `expected 64 shard databases, found ${shards[0]!.n}`)
+          const posts = await server.query('SELECT id, user_id FROM posts')
+          ensureCount(posts, 1, 'posts')
+          ensurePlaced(posts, (p) => shardOfKey(String(p.user_id), 64), 'post')
+        },
+      }),
+    },
+  },
+  {
+    readme: 'packages/redis/README.md',
+    variants: {
+      default: variant({
+        // Two servers of its own, as the README's list shows; nothing shared is touched.
+        resources: { first: redisServer(), second: redisServer() },
+        env: ({ first, second }) => ({ REDIS_URLS: `${first.url},${second.url}` }),
+        async check({ resources: { first, second }, output }) {
+          const printed = /^(-?\d+)n 500 10 (\[[^\]]*\]) (\d+)$/m.exec(output)
+          ensure(
+            printed !== null,
+            "app.ts does not print an ID, 500, 10, the servers and the ID's server",
+          )
+          ensurePlaced([{ id: printed[1] }], () => shardOfKey(31341n, 2000), 'the printed ID')
+          // The failover strategy asks the first server while it answers.
+          ensure(printed[3] === '0', `the first ID came from server ${printed[3]}, not the first`)
+          ensure(
+            (await first.command(['EXISTS', 'shardflake:shard:1341'])) === 1,
+            'the first server keeps no state for shard 1341',
+          )
+          ensure(
+            (await second.command(['EXISTS', 'shardflake:shard:1341'])) === 0,
+            'the second server was used while the first answered',
+          )
+        },
+      }),
+    },
+  },
+  {
+    readme: 'packages/cli/README.md',
+    variants: {
+      default: variant({
+        resources: { app: postgresDatabase() },
+        env: ({ app }) => ({ DATABASE_URL: app.url }),
+        async check({ resources: { app }, output }) {
+          ensure(/^shard\s+45$/m.test(output), 'decode does not print shard 45')
+          ensure(
+            /^capacity\s+1024 IDs per ms per shard/m.test(output),
+            'layout does not print its capacity',
+          )
+          const [{ n }] = (await app.query(
+            "SELECT count(*)::int AS n FROM pg_namespace WHERE nspname ~ '^shard_[0-9]+$'",
+          )) as [{ n: number }]
+          ensure(n === 64, `expected 64 shard schemas, found ${n}`)
+          const [row] = await app.query('SELECT shard_45.next_id()::text AS id')
+          ensurePlaced([row as { id: string }], () => 45, 'a next_id() of shard_45')
         },
       }),
     },

@@ -27,7 +27,7 @@ export interface VariantSpec<S extends Record<string, ResourceSpec<Resource>>> {
   /**
    * The environment the README tells the reader to set (`DATABASE_URL`, ...). Every name must
    * appear in the README: the runner sets nothing a reader would not know to set. SQL steps run
-   * on the database whose URL is `DATABASE_URL`.
+   * on the database whose URL is `DATABASE_URL`, or on the only database of the variant.
    */
   env(resources: Made<S>): Record<string, string>
   /** Reads the outcome through raw SQL (or the output) and throws when it is not what the README says. */
@@ -78,10 +78,12 @@ export function variant<S extends Record<string, ResourceSpec<Resource>>>(
             )
           }
         }
-        const sqlTarget = opened.find(
-          (resource): resource is SqlDatabase =>
-            resource.kind !== 'redis' && resource.url === env.DATABASE_URL,
+        const databases = opened.filter(
+          (resource): resource is SqlDatabase => resource.kind !== 'redis',
         )
+        const sqlTarget =
+          databases.find((database) => database.url === env.DATABASE_URL) ??
+          (databases.length === 1 ? databases[0] : undefined)
         const app = await createApp(slug, tarballs)
         let output = ''
         try {
@@ -92,7 +94,8 @@ export function variant<S extends Record<string, ResourceSpec<Resource>>>(
               else if (step.kind === 'run')
                 output += await app.shell(step.code, env, spec.stepTimeoutMs ?? 180_000)
               else {
-                if (!sqlTarget) throw new Error('no DATABASE_URL database to run the SQL on')
+                if (!sqlTarget)
+                  throw new Error('no database to run the SQL on: name one DATABASE_URL')
                 await sqlTarget.script(step.code)
               }
             } catch (error) {

@@ -48,6 +48,24 @@ export async function packPackages(directory: string): Promise<Map<string, strin
   return tarballs
 }
 
+/** The `@shardflake/*` packages that a published package lists in its `dependencies`. */
+function dependedOn(): Set<string> {
+  const names = new Set<string>()
+  for (const folder of readdirSync(join(repositoryRoot, 'packages'))) {
+    const file = join(repositoryRoot, 'packages', folder, 'package.json')
+    if (!existsSync(file)) continue
+    const manifest = JSON.parse(readFileSync(file, 'utf8')) as {
+      private?: boolean
+      dependencies?: Record<string, string>
+    }
+    if (manifest.private) continue
+    for (const name of Object.keys(manifest.dependencies ?? {})) {
+      if (name.startsWith('@shardflake/')) names.add(name)
+    }
+  }
+  return names
+}
+
 /**
  * The environment a reader's shell has: this process's, without what the repository, pnpm and
  * vitest put into it (the workspace's `node_modules/.bin` on the PATH would let `npx` find a
@@ -95,8 +113,8 @@ export interface ScratchApp {
 
 /**
  * Creates an empty app: `package.json` (`"type": "module"`, as `npm init` with ES modules gives),
- * and the pnpm settings a scratch app needs to stand for a published install: shardflake
- * packages that depend on each other resolve to the tarballs too, and peers are not installed
+ * and the pnpm settings a scratch app needs to stand for a published install: a shardflake
+ * package another depends on (core) resolves to its tarball there too, and peers are not installed
  * unless the README's install line names them (npm 7+ and pnpm install required peers on their
  * own; yarn and older clients do not, so a line must be complete).
  */
@@ -109,7 +127,13 @@ export async function createApp(name: string, tarballs: ReadonlyMap<string, stri
     join(directory, 'package.json'),
     `${JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }, null, 2)}\n`,
   )
-  const overrides = [...tarballs].map(([pkg, file]) => `  '${pkg}': 'file:${file}'`).join('\n')
+  // Only the packages others depend on: an override also turns an optional peer into an
+  // installed dependency, which would hide a package missing from the README's install line.
+  const depended = dependedOn()
+  const overrides = [...tarballs]
+    .filter(([pkg]) => depended.has(pkg))
+    .map(([pkg, file]) => `  '${pkg}': 'file:${file}'`)
+    .join('\n')
   await writeFile(
     join(directory, 'pnpm-workspace.yaml'),
     `# A scratch app: shardflake from packed tarballs, peers only when named.\nautoInstallPeers: false\noverrides:\n${overrides}\n`,
