@@ -263,12 +263,12 @@ export const QUICK_STARTS: readonly QuickStart[] = [
             /^capacity\s+1024 IDs per ms per shard/m.test(output),
             'layout does not print its capacity',
           )
-          const [{ n }] = (await app.query(
+          const schemas = await app.query(
             "SELECT count(*)::int AS n FROM pg_namespace WHERE nspname ~ '^shard_[0-9]+$'",
-          )) as [{ n: number }]
-          ensure(n === 64, `expected 64 shard schemas, found ${n}`)
-          const [row] = await app.query('SELECT shard_45.next_id()::text AS id')
-          ensurePlaced([row as { id: string }], () => 45, 'a next_id() of shard_45')
+          )
+          ensure(schemas[0]?.n === 64, `expected 64 shard schemas, found ${schemas[0]?.n}`)
+          const drawn = await app.query('SELECT shard_45.next_id()::text AS id')
+          ensurePlaced(drawn, () => 45, 'a next_id() of shard_45')
         },
       }),
     },
