@@ -88,28 +88,35 @@ export class ShardedIds {
    * await User.upsert(values, { fields: ['name'] }) // an update never rewrites the stored key
    * ```
    */
-  async assign<R extends Record<string, unknown>>(model: AnyModel, records: R[]): Promise<R[]> {
+  async assign<R extends object>(
+    model: AnyModel,
+    records: R[],
+  ): Promise<(R & Record<string, unknown>)[]> {
     const key = this.keyOf(model)
     if (!key) {
       throw new ConfigurationError(`${model.name} has no shardedId() attribute.`)
     }
-    const instances = records.map((record) => model.build(record))
+    const instances = records.map((record) => model.build({ ...record } as Record<string, unknown>))
     await this.write(instances, {})
-    instances.forEach((instance, i) => {
-      Object.assign(records[i]!, { [key.attribute]: instance.get(key.attribute) })
-    })
-    return records
+    return records.map((record, i) =>
+      Object.assign(record, { [key.attribute]: instances[i]!.get(key.attribute) }),
+    )
   }
 
   /** @internal Installs the hooks. */
   install(): void {
     for (const model of Object.values(this.#sequelize.models)) this.checkDefined(model)
     const sequelize = this.#sequelize
-    sequelize.addHook('afterDefine', 'shardflake', (model) =>
-      this.checkDefined(sequelize.model(model.name)),
-    )
+    // Not in afterDefine: Sequelize runs definition hooks in a promise nobody awaits, so a refusal
+    // there would be an unhandled rejection. Models defined later are checked at sync() and
+    // before their first write.
     sequelize.addHook('beforeBulkSync', 'shardflake', () => {
       for (const model of Object.values(sequelize.models)) this.checkModel(model)
+    })
+    // Sequelize validates a new instance before beforeCreate: refuse a bad model here first.
+    sequelize.addHook('beforeValidate', 'shardflake', (instance) => {
+      const model = instance.constructor as AnyModel
+      if (this.keyOf(model)) this.checkModel(model)
     })
     sequelize.addHook('beforeCreate', 'shardflake', (instance, options) =>
       this.write([instance], options),
@@ -154,7 +161,9 @@ export class ShardedIds {
    */
   private write(roots: readonly Model[], options: WriteOptions): void | Promise<void> {
     const first = roots[0]
-    if (!first || (!this.keyOf(first.constructor as AnyModel) && !hasIncludes(first))) return
+    const model = first?.constructor as AnyModel | undefined
+    if (!first || !model || (!this.keyOf(model) && !hasIncludes(first))) return
+    this.checkModel(model)
     if (this.#ready !== true) {
       this.#ready ??= this.probe(options.transaction ?? undefined)
       return this.#ready.then(() => {
