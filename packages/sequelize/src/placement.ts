@@ -27,7 +27,8 @@ export interface Node {
   readonly instance: Model
   readonly model: AnyModel
   readonly key: ShardedKey | undefined
-  readonly listedBy: Listing[]
+  /** The parents whose includes list it (none for most rows: made when the first one is found). */
+  listedBy?: Listing[]
   shard?: number
   resolving?: boolean
 }
@@ -52,7 +53,7 @@ export function collectNodes(
     const known = nodes.get(instance)
     if (known) return known
     const model = instance.constructor as AnyModel
-    const node: Node = { instance, model, key: keyOf(model), listedBy: [] }
+    const node: Node = { instance, model, key: keyOf(model) }
     nodes.set(instance, node)
     for (const include of includesOf(instance)) {
       const value: unknown = instance.get(include.as)
@@ -61,7 +62,9 @@ export function collectNodes(
         const child = visit(related)
         const type = include.association.associationType
         if (type === 'HasMany' || type === 'HasOne') {
-          child.listedBy.push({ parent: instance, association: include.association })
+          const listing = { parent: instance, association: include.association }
+          if (child.listedBy) child.listedBy.push(listing)
+          else child.listedBy = [listing]
         }
       }
     }
@@ -169,7 +172,7 @@ export class Placement {
 
   /** The new instance whose `hasMany` / `hasOne` include lists `node` through `foreignKey`. */
   private listingParent(node: Node, foreignKey: string): Model | undefined {
-    return node.listedBy.find(({ association }) => association.foreignKey === foreignKey)?.parent
+    return node.listedBy?.find(({ association }) => association.foreignKey === foreignKey)?.parent
   }
 }
 

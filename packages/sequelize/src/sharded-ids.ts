@@ -216,10 +216,11 @@ export class ShardedIds {
     }
     if (pending.length === 0) return
     const place = (ids: readonly bigint[]) => {
-      pending.forEach((node, i) => {
-        node.instance.setDataValue(node.key!.attribute, toSigned64(ids[i]!).toString())
-        this.#issued.set(node.instance, shards[i]!)
-      })
+      for (let i = 0; i < pending.length; i++) {
+        const { instance, key } = pending[i]!
+        instance.setDataValue(key!.attribute, toSigned64(ids[i]!).toString())
+        this.#issued.set(instance, shards[i]!)
+      }
     }
     const ids = allocateIds(this.source, shards)
     if (Array.isArray(ids)) return place(ids)
@@ -240,7 +241,7 @@ export class ShardedIds {
     try {
       const [row] = await sequelize.query<{ probe: unknown; mode?: unknown }>(sql, {
         type: QueryTypes.SELECT,
-        transaction: transaction ?? null,
+        transaction,
         logging: false,
       })
       if (String(row?.probe) !== NUMBER_PAST_2_53 || typeof row?.probe === 'number') {
@@ -306,7 +307,7 @@ function includeKey(options: WriteOptions, attribute: string): void {
  * import { DataTypes, Sequelize } from 'sequelize'
  *
  * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
- * const sequelize = new Sequelize(process.env.DATABASE_URL)
+ * const sequelize = new Sequelize('postgres://localhost/app')
  * shardedIds(sequelize, { source: new InProcessSource({ sharding, shards: 'all' }) })
  * const User = sequelize.define('User', { id: shardedId({ shardBy: 'email' }), email: DataTypes.STRING })
  * ```
