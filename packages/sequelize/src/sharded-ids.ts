@@ -131,7 +131,7 @@ export class ShardedIds {
       const value: unknown = Reflect.get(values, key.attribute)
       if (value === undefined || value === null) {
         throw new InvalidArgumentError(
-          `${model.name}.upsert() without ${key.attribute}: Sequelize builds an upsert's INSERT before any hook runs, so it cannot get a sharded ID there. Give the row its ID first (await shardedIds.assign(${model.name}, [values])), and pass fields without '${key.attribute}' so that an update never rewrites a stored key.`,
+          `${model.name}.upsert() without ${key.attribute}: Sequelize builds an upsert's INSERT before any hook runs, so it cannot get a sharded ID there. Give the row its ID first with assign() on what shardedIds() returned (await ids.assign(${model.name}, [values])), and pass fields without '${key.attribute}' so that an update never rewrites a stored key.`,
         )
       }
     })

@@ -190,6 +190,19 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
       expect(shardOf(stored[0]?.id)).toBe(expectedShard('member@example.com', 64))
     })
 
+    it('keeps the stored key on a bulkCreate that updates on duplicate; PostgreSQL hands it back, MariaDB leaves the new one on the instance', async () => {
+      const [first] = await extra.Member.bulkCreate([{ email: 'dup@example.com', name: 'one' }])
+      const [again] = await extra.Member.bulkCreate([{ email: 'dup@example.com', name: 'two' }], {
+        updateOnDuplicate: ['name'],
+      })
+      const stored = await rows(`SELECT id, name FROM members WHERE email = 'dup@example.com'`)
+      expect(stored).toHaveLength(1)
+      expect(String(stored[0]?.id)).toBe(first?.get('id'))
+      expect(stored[0]?.name).toBe('two')
+      if (dialect === 'postgres') expect(again?.get('id')).toBe(first?.get('id'))
+      else expect(again?.get('id')).not.toBe(first?.get('id'))
+    })
+
     it('assign() gives plain records their keys for paths without hooks (queryInterface.bulkInsert, hooks: false)', async () => {
       const author = await blog.Author.create({ email: 'raw-rows@example.com' })
       const records = await ids.assign(blog.Post, [
