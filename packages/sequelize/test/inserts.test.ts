@@ -115,6 +115,30 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
       expect(shardOf(stored?.post_id)).toBe(shardOf(author.get('id')))
     })
 
+    it('gives build().save() and findOrCreate() their IDs; an INSERT without hooks gets none and fails on the key', async () => {
+      const built = blog.Author.build({ email: 'built@example.com' })
+      await built.save()
+      const [found, created] = await blog.Author.findOrCreate({
+        where: { email: 'found@example.com' },
+      })
+      expect(created).toBe(true)
+      const stored = await rows(
+        `SELECT id, email FROM authors WHERE email IN ('built@example.com', 'found@example.com')`,
+      )
+      expect(stored).toHaveLength(2)
+      for (const row of stored) {
+        expect(shardOf(row.id)).toBe(expectedShard(String(row.email), 64))
+        const instance = row.email === 'built@example.com' ? built : found
+        expect(instance.get('id')).toBe(String(row.id))
+      }
+      await expect(
+        blog.Author.create({ email: 'no-hooks@example.com' }, { hooks: false }),
+      ).rejects.toThrow()
+      expect(
+        await rows(`SELECT id FROM authors WHERE email = 'no-hooks@example.com'`),
+      ).toHaveLength(0)
+    })
+
     it('inserts the key when create() is given fields without it', async () => {
       const author = await blog.Author.create({ email: 'fields@example.com' })
       const post = await blog.Post.create(
