@@ -1,0 +1,6 @@
+export {
+  type ShardedIdAttribute,
+  type ShardedIdRule,
+  shardedId,
+} from './sharded-id'
+export { ShardedIds, type ShardedIdsOptions, shardedIds } from './sharded-ids'

@@ -1,0 +1,342 @@
+import {
+  allocateIds,
+  ConfigurationError,
+  checkKnownOptions,
+  type IdSource,
+  InvalidArgumentError,
+  MissingShardKeyError,
+  ShardConflictError,
+  ShardKeyChangedError,
+  toBigInt,
+  toSigned64,
+} from '@shardflake/core'
+import {
+  type Model,
+  type ModelStatic,
+  QueryTypes,
+  type Sequelize,
+  type Transaction,
+} from 'sequelize'
+import { checkDefinition, checkRule } from './checks'
+import { collectNodes, hasIncludes, type Node, Placement } from './placement'
+import { type ShardedKey, shardedKeyOf } from './sharded-id'
+
+type AnyModel = ModelStatic<Model>
+
+/** What {@link shardedIds} takes. */
+export interface ShardedIdsOptions {
+  /**
+   * Where IDs come from: `InProcessSource` (no round trip), `PostgresSource`, `MysqlSource`,
+   * `RedisSource`, `LeasedSource`, any of them behind a `PrefetchSource`, ... Shard keys are placed
+   * with its `sharding` (the application's `defineSharding({ layout, logicalShards })`).
+   */
+  readonly source: IdSource
+}
+
+/** The options of a create that Sequelize hands its hooks and later reads. */
+interface WriteOptions {
+  fields?: PropertyKey[]
+  transaction?: Transaction | null
+}
+
+const installed = new WeakMap<Sequelize, ShardedIds>()
+const NUMBER_PAST_2_53 = '9007199254740993'
+
+/**
+ * Gives the rows of every model with a {@link shardedId} attribute their IDs before the INSERT.
+ * Made by {@link shardedIds}; one per `Sequelize` instance.
+ */
+export class ShardedIds {
+  readonly source: IdSource
+  readonly #sequelize: Sequelize
+  readonly #keys = new WeakMap<AnyModel, ShardedKey | null>()
+  /** Models whose rules were checked against their associations, with how many they had. */
+  readonly #checked = new WeakMap<AnyModel, number>()
+  /** The shard of each ID this gave an instance. */
+  readonly #issued = new WeakMap<Model, number>()
+  /** Instances whose shard another instance's was read from. */
+  readonly #parents = new WeakSet<Model>()
+  #ready: Promise<void> | true | undefined
+
+  /** @internal Made by `shardedIds()`. */
+  constructor(sequelize: Sequelize, source: IdSource) {
+    this.#sequelize = sequelize
+    this.source = source
+  }
+
+  /** The sharded-ID attribute of a model (cached), or undefined. */
+  keyOf = (model: AnyModel): ShardedKey | undefined => {
+    let key = this.#keys.get(model)
+    if (key === undefined) {
+      key = shardedKeyOf(model) ?? null
+      this.#keys.set(model, key)
+    }
+    return key ?? undefined
+  }
+
+  /**
+   * Gives every row of `records` without a key its ID, for inserts that run no hooks
+   * (`queryInterface.bulkInsert`, `{ hooks: false }`) or that take their key from the caller
+   * (`Model.upsert`): one `nextIds` per shard. Records are plain objects keyed by attribute name;
+   * the key is written as a decimal string. Keys already set are checked and kept.
+   * @returns the same records
+   * @throws MissingShardKeyError when a record's shard key or parent is not set
+   * @example
+   * ```ts
+   * const values = { email: 'ada@example.com', name: 'Ada' }
+   * await ids.assign(User, [values]) // values.id is set
+   * await User.upsert(values, { fields: ['name'] }) // an update never rewrites the stored key
+   * ```
+   */
+  async assign<R extends object>(
+    model: AnyModel,
+    records: R[],
+  ): Promise<(R & Record<string, unknown>)[]> {
+    const key = this.keyOf(model)
+    if (!key) {
+      throw new ConfigurationError(`${model.name} has no shardedId() attribute.`)
+    }
+    const instances = records.map((record) => model.build({ ...record } as Record<string, unknown>))
+    await this.write(instances, {})
+    return records.map((record, i) =>
+      Object.assign(record, { [key.attribute]: instances[i]!.get(key.attribute) }),
+    )
+  }
+
+  /** @internal Installs the hooks. */
+  install(): void {
+    for (const model of Object.values(this.#sequelize.models)) this.checkDefined(model)
+    const sequelize = this.#sequelize
+    // Not in afterDefine: Sequelize runs definition hooks in a promise nobody awaits, so a refusal
+    // there would be an unhandled rejection. Models defined later are checked at sync() and
+    // before their first write.
+    sequelize.addHook('beforeBulkSync', 'shardflake', () => {
+      for (const model of Object.values(sequelize.models)) this.checkModel(model)
+    })
+    // Sequelize validates a new instance before beforeCreate: refuse a bad model here first.
+    sequelize.addHook('beforeValidate', 'shardflake', (instance) => {
+      const model = instance.constructor as AnyModel
+      if (this.keyOf(model)) this.checkModel(model)
+    })
+    sequelize.addHook('beforeCreate', 'shardflake', (instance, options) =>
+      this.write([instance], options),
+    )
+    sequelize.addHook('beforeBulkCreate', 'shardflake', (instances, options) =>
+      this.write(instances, options),
+    )
+    sequelize.addHook('beforeUpsert', 'shardflake', (values, options) => {
+      const model = (options as { model?: AnyModel }).model
+      const key = model && this.keyOf(model)
+      if (!model || !key) return
+      const value: unknown = Reflect.get(values, key.attribute)
+      if (value === undefined || value === null) {
+        throw new InvalidArgumentError(
+          `${model.name}.upsert() without ${key.attribute}: Sequelize builds an upsert's INSERT before any hook runs, so it cannot get a sharded ID there. Give the row its ID first with assign() on what shardedIds() returned (await ids.assign(${model.name}, [values])), and pass fields without '${key.attribute}' so that an update never rewrites a stored key.`,
+        )
+      }
+    })
+  }
+
+  private checkDefined(model: AnyModel): void {
+    const key = this.keyOf(model)
+    if (!key) return
+    checkDefinition(model, key, this.source.sharding)
+    checkRule(model, key, false)
+  }
+
+  /** All checks, once per model and set of associations. */
+  private checkModel(model: AnyModel): void {
+    const key = this.keyOf(model)
+    if (!key) return
+    const associations = Object.keys(model.associations).length
+    if (this.#checked.get(model) === associations) return
+    checkDefinition(model, key, this.source.sharding)
+    checkRule(model, key, true)
+    this.#checked.set(model, associations)
+  }
+
+  /**
+   * `beforeCreate` / `beforeBulkCreate`: IDs for `roots` and for the new instances their includes
+   * reach (parents first), one `allocateIds` for all of them.
+   */
+  private write(roots: readonly Model[], options: WriteOptions): void | Promise<void> {
+    const first = roots[0]
+    const model = first?.constructor as AnyModel | undefined
+    if (!first || !model || (!this.keyOf(model) && !hasIncludes(first))) return
+    this.checkModel(model)
+    if (this.#ready !== true) {
+      this.#ready ??= this.probe(options.transaction ?? undefined)
+      return this.#ready.then(() => {
+        this.#ready = true
+        return this.write(roots, options)
+      })
+    }
+    const nodes = collectNodes(roots, this.keyOf)
+    const placement = new Placement(this.source.sharding, nodes, (parent) =>
+      this.#parents.add(parent),
+    )
+    const isRoot = new Set(roots)
+    const pending: Node[] = []
+    const shards: number[] = []
+    for (const node of nodes.values()) {
+      const key = node.key
+      if (!key) continue
+      this.checkModel(node.model)
+      const { instance } = node
+      const current: unknown = instance.get(key.attribute)
+      const root = isRoot.has(instance)
+      if (root) includeKey(options, key.attribute)
+      if (current === undefined || current === null) {
+        try {
+          shards.push(placement.shardOf(node))
+          pending.push(node)
+        } catch (error) {
+          // A nested instance whose parent is only known later gets its ID in its own hook.
+          if (root || !(error instanceof MissingShardKeyError)) throw error
+        }
+        continue
+      }
+      const issued = this.#issued.get(instance)
+      if (issued === undefined) {
+        const id = toBigInt(current, `${node.model.name}.${key.attribute}`)
+        instance.setDataValue(key.attribute, toSigned64(id).toString())
+        continue
+      }
+      if (!root || !this.source.sharding) continue
+      // Given earlier in this call; its own hooks have run since: the rule as of now.
+      const shard = placement.shardOf(node)
+      if (shard === issued) continue
+      if (this.#parents.has(instance)) {
+        throw new ShardKeyChangedError(
+          `${node.model.name} ${String(current)} got its ID on shard ${issued} when the create began, but its shard rule now gives shard ${shard} (a hook changed its key), and a row of the same create already took its shard from it. Nothing was written. Set the key before calling create.`,
+        )
+      }
+      pending.push(node)
+      shards.push(shard)
+    }
+    if (pending.length === 0) return
+    const place = (ids: readonly bigint[]) => {
+      for (let i = 0; i < pending.length; i++) {
+        const { instance, key } = pending[i]!
+        instance.setDataValue(key!.attribute, toSigned64(ids[i]!).toString())
+        this.#issued.set(instance, shards[i]!)
+      }
+    }
+    const ids = allocateIds(this.source, shards)
+    if (Array.isArray(ids)) return place(ids)
+    return ids.then(place)
+  }
+
+  /**
+   * Once, before the first write: BIGINT must reach JavaScript without losing precision, and a
+   * MySQL/MariaDB session must be strict, or an INSERT that skips the hooks (`hooks: false`, raw
+   * SQL) would store a missing key as 0 instead of failing.
+   */
+  private async probe(transaction: Transaction | undefined): Promise<void> {
+    const sequelize = this.#sequelize
+    const mysql = ['mysql', 'mariadb'].includes(sequelize.getDialect())
+    const sql = mysql
+      ? `SELECT CAST('${NUMBER_PAST_2_53}' AS SIGNED) AS probe, @@SESSION.sql_mode AS mode`
+      : `SELECT CAST('${NUMBER_PAST_2_53}' AS BIGINT) AS probe`
+    try {
+      const [row] = await sequelize.query<{ probe: unknown; mode?: unknown }>(sql, {
+        type: QueryTypes.SELECT,
+        transaction,
+        logging: false,
+      })
+      if (String(row?.probe) !== NUMBER_PAST_2_53 || typeof row?.probe === 'number') {
+        throw new ConfigurationError(
+          `BIGINT comes back from ${sequelize.getDialect()} as a ${typeof row?.probe} (${String(row?.probe)} for ${NUMBER_PAST_2_53}), which loses precision above 2^53, where every sharded ID is. ${mysql ? 'Remove supportBigNumbers: false (and bigIntAsNumber) from dialectOptions' : 'Remove the BIGINT type parser (pg.defaults.parseInt8, types.setTypeParser(20, ...))'}: Sequelize then hands BIGINT out as strings.`,
+        )
+      }
+      if (mysql && !/\bSTRICT_(TRANS|ALL)_TABLES\b/.test(String(row?.mode))) {
+        throw new ConfigurationError(
+          `sql_mode ${JSON.stringify(String(row?.mode))} is not strict: an INSERT that skips the hooks (hooks: false, queryInterface.bulkInsert, raw SQL) would store a missing sharded key as 0 instead of failing. Add STRICT_TRANS_TABLES to sql_mode (the default of MariaDB 10.2.4+ and MySQL 5.7+).`,
+        )
+      }
+    } catch (error) {
+      this.#ready = undefined
+      throw error
+    }
+  }
+}
+
+/** Makes sure the INSERT of a create lists the key (a caller may have passed `fields`). */
+function includeKey(options: WriteOptions, attribute: string): void {
+  if (Array.isArray(options.fields) && !options.fields.includes(attribute)) {
+    options.fields.push(attribute)
+  }
+}
+
+/**
+ * Gives the rows of every model with a {@link shardedId} attribute their 64-bit sharded ID before
+ * the INSERT, in Sequelize hooks added to this `Sequelize` instance (they run after each model's
+ * own hooks):
+ *
+ * - `Model.create()`, `instance.save()` of a new instance, `findOrCreate()`, association
+ *   `createX()`: in `beforeCreate`.
+ * - `Model.bulkCreate()`: in `beforeBulkCreate`, one `nextIds` call per shard for all rows (with
+ *   `individualHooks: true` too: each row's `beforeCreate` then finds its ID).
+ * - Nested creates (`include`): the whole graph in the first hook, one `nextIds` per shard:
+ *   `belongsTo` parents (which Sequelize inserts first) are placed by their own rule, and children
+ *   that `sameShardAs` their parent land on its shard.
+ * - A synchronous source (`InProcessSource`, `LeasedSource`) costs no round trip; any other is
+ *   awaited (Sequelize awaits its hooks).
+ * - An ID the caller set is kept (checked to be a 64-bit integer, stored as a decimal string).
+ * - A missing shard key or parent is a `MissingShardKeyError`, before anything is written.
+ *
+ * Checked when a model is defined, when the application syncs, and before a model's first write:
+ * the key is the model's single `BIGINT` primary key, not generated, without `defaultValue`;
+ * `shardBy` does not name an association or a foreign key referencing a model with a sharded ID
+ * (`InvalidShardRuleError` naming `sameShardAs`); `sameShardAs` names a `belongsTo` association (or
+ * its foreign key) to such a model. Before the first write, once: BIGINT reaches JavaScript as a
+ * string, and a MySQL/MariaDB session is strict.
+ *
+ * Paths without hooks (`{ hooks: false }`, `queryInterface.bulkInsert`, raw SQL) get no ID: give
+ * their rows one with `assign()`. `Model.upsert()` builds its INSERT before its hooks run: give it
+ * the ID with `assign()` too (it refuses a row without one).
+ *
+ * @returns the installation, whose `assign(model, records)` fills keys of plain records.
+ * @throws ConfigurationError for a source that is not one, a model that cannot carry a sharded ID
+ * @throws InvalidShardRuleError for a rule that names the wrong thing
+ * @throws ShardConflictError when this `Sequelize` instance already has `shardedIds()`
+ * @example
+ * ```ts
+ * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
+ * import { shardedId, shardedIds } from '@shardflake/sequelize'
+ * import { DataTypes, Sequelize } from 'sequelize'
+ *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
+ * const sequelize = new Sequelize('postgres://localhost/app')
+ * shardedIds(sequelize, { source: new InProcessSource({ sharding, shards: 'all' }) })
+ * const User = sequelize.define('User', { id: shardedId({ shardBy: 'email' }), email: DataTypes.STRING })
+ * ```
+ */
+export function shardedIds(sequelize: Sequelize, options: ShardedIdsOptions): ShardedIds {
+  checkKnownOptions('shardedIds() options', options, ['source'])
+  const { source } = options
+  if (
+    typeof source !== 'object' ||
+    source === null ||
+    typeof source.nextIds !== 'function' ||
+    typeof source.nextId !== 'function'
+  ) {
+    throw new ConfigurationError(
+      'shardedIds() needs a source: shardedIds(sequelize, { source: new InProcessSource({ sharding, shards }) }).',
+    )
+  }
+  if (typeof sequelize?.addHook !== 'function' || typeof sequelize.define !== 'function') {
+    throw new ConfigurationError(
+      'shardedIds() takes the Sequelize instance first: shardedIds(sequelize, { source }).',
+    )
+  }
+  if (installed.has(sequelize)) {
+    throw new ShardConflictError(
+      'shardedIds() was already called for this Sequelize instance: two installations would give the same rows IDs from two sources. Call it once, with the one source.',
+    )
+  }
+  const ids = new ShardedIds(sequelize, source)
+  ids.install()
+  installed.set(sequelize, ids)
+  return ids
+}
