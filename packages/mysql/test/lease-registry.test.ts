@@ -1,11 +1,17 @@
 import { randomBytes } from 'node:crypto'
-import { startMariadb, type ThrowawayServer, testLeasedSharding } from '@shardflake/conformance'
+import {
+  describeLeaseRegistry,
+  startMariadb,
+  type ThrowawayServer,
+  testLeasedSharding,
+} from '@shardflake/conformance'
 import {
   defineSharding,
   LeasedSource,
   NoFreeLeaseError,
   ShardflakeError,
   ShardingMismatchError,
+  TimedOutError,
 } from '@shardflake/core'
 import mysql from 'mysql2/promise'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
@@ -34,6 +40,38 @@ async function start(registry: MysqlLeaseRegistry, ttlMs = 10_000): Promise<Leas
   onTestFinished(() => source.close())
   return source
 }
+
+describeLeaseRegistry('MysqlLeaseRegistry', {
+  open: (database, { maxTtlMs }) => new MysqlLeaseRegistry(pool, { database, maxTtlMs }),
+  drop: async (database) => {
+    await pool.query(`DROP DATABASE IF EXISTS \`${database}\``)
+    await pool.query(`DROP DATABASE IF EXISTS \`${database}_copy\``)
+  },
+  // As mysqldump and a restore of the dump a moment later: the tables are dropped, created again
+  // and refilled.
+  snapshot: async (database) => {
+    const tables = ['worker_leases', 'lease_registry']
+    await pool.query(`CREATE DATABASE \`${database}_copy\``)
+    for (const table of tables) {
+      await pool.query(`CREATE TABLE \`${database}_copy\`.${table} LIKE \`${database}\`.${table}`)
+      await pool.query(
+        `INSERT INTO \`${database}_copy\`.${table} SELECT * FROM \`${database}\`.${table}`,
+      )
+    }
+    return async () => {
+      // A restore comes later than the table it replaces was created (the server records the
+      // creation time in seconds).
+      await new Promise((resolve) => setTimeout(resolve, 1100))
+      for (const table of tables) {
+        await pool.query(`DROP TABLE \`${database}\`.${table}`)
+        await pool.query(`CREATE TABLE \`${database}\`.${table} LIKE \`${database}_copy\`.${table}`)
+        await pool.query(
+          `INSERT INTO \`${database}\`.${table} SELECT * FROM \`${database}_copy\`.${table}`,
+        )
+      }
+    }
+  },
+})
 
 describe('MysqlLeaseRegistry', () => {
   it('grants concurrent holders distinct workers (0 reserved), refuses a fourth, frees at close', async () => {
@@ -117,6 +155,30 @@ describe('MysqlLeaseRegistry', () => {
       expect(held.map((lease) => lease.worker).sort()).toEqual(
         sources.map((s) => s.lease.worker).sort(),
       )
+      // A restart loses nothing here (InnoDB, its tables kept): a new holder is granted at once.
+      const third = await start(registry, ttlMs)
+      expect(third.lease.startAfterMs).toBeLessThan(Date.now())
     }, 60_000)
   })
+})
+
+describe('MysqlLeaseRegistry with its server stopped (SIGSTOP)', () => {
+  let server: ThrowawayServer | undefined
+  afterAll(() => server?.stop())
+
+  it('fails start() with TIMED_OUT and returns from close() within timeoutMs', async () => {
+    server = await startMariadb()
+    const own = mysql.createPool({ uri: server.url, connectionLimit: 4 })
+    const registry = new MysqlLeaseRegistry(own, { timeoutMs: 300 })
+    const held = await LeasedSource.start({ sharding, registry })
+    held.nextIds(1, 10)
+    await server.kill('SIGSTOP')
+    onTestFinished(async () => {
+      await server?.kill('SIGCONT')
+      await own.end().catch(() => undefined)
+    })
+    await expect(LeasedSource.start({ sharding, registry })).rejects.toBeInstanceOf(TimedOutError)
+    await held.close() // the release is lost: the next holder waits for the TTL, above the mark
+    await expect(registry.list()).rejects.toBeInstanceOf(TimedOutError)
+  }, 30_000)
 })
