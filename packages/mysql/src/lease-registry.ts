@@ -290,16 +290,21 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async recordMaxTtl(): Promise<void> {
-    const changed = await this.call((run) =>
-      run(
-        `UPDATE ${this.db}.lease_registry SET max_ttl_ms = ?
+    const db = this.db
+    const outcome = await this.call(async (run) => {
+      if (!(await this.exists(run, 'lease_registry'))) return 'unrecorded'
+      const changed = await run(
+        `UPDATE ${db}.lease_registry SET max_ttl_ms = ?
           WHERE ? >= max_ttl_ms OR NOT EXISTS (
-            SELECT 1 FROM ${this.db}.worker_leases
+            SELECT 1 FROM ${db}.worker_leases
              WHERE holder IS NOT NULL AND expires_at > ${NOW_MS} AND ttl_ms > ?)`,
         [this.maxTtlMs, this.maxTtlMs, this.maxTtlMs],
-      ),
-    )
-    if (affectedRows(changed) === 0) throw lowerWhileHeld(this.what(), this.maxTtlMs)
+      )
+      if (affectedRows(changed) > 0) return 'recorded'
+      const recorded = await run(`SELECT 1 FROM ${db}.lease_registry`, [])
+      return recorded.length > 0 ? 'refused' : 'unrecorded'
+    })
+    if (outcome === 'refused') throw lowerWhileHeld(this.what(), this.maxTtlMs)
   }
 
   /** The registry does not own the pool: end it yourself. */

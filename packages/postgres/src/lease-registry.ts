@@ -311,18 +311,30 @@ export class PostgresLeaseRegistry implements LeaseRegistry {
    * it is always safe; lowering it is refused while a live lease has a longer TTL.
    * @throws ConfigurationError
    */
+  /**
+   * Records this object's `maxTtlMs` as the registry's: every process must then use it. Raising
+   * it is always safe; lowering it is refused while a live lease has a longer TTL. A registry
+   * without a record yet records it at its first grant.
+   * @throws ConfigurationError
+   */
   async recordMaxTtl(): Promise<void> {
-    const [row] = await this.call((query) =>
-      query(
-        `UPDATE ${this.schema}.lease_registry SET max_ttl_ms = $1
+    const s = this.schema
+    const outcome = await this.call(async (query) => {
+      const [exists] = await query(`SELECT to_regclass('${s}.lease_registry') IS NOT NULL AS yes`)
+      if (!exists?.yes) return 'unrecorded'
+      const [row] = await query(
+        `UPDATE ${s}.lease_registry SET max_ttl_ms = $1
           WHERE $1 >= max_ttl_ms OR NOT EXISTS (
-            SELECT 1 FROM ${this.schema}.worker_leases
+            SELECT 1 FROM ${s}.worker_leases
              WHERE holder IS NOT NULL AND expires_at > clock_timestamp() AND ttl_ms > $1)
          RETURNING max_ttl_ms`,
         [this.maxTtlMs],
-      ),
-    )
-    if (!row) throw lowerWhileHeld(this.what(), this.maxTtlMs)
+      )
+      if (row) return 'recorded'
+      const [recorded] = await query(`SELECT 1 FROM ${s}.lease_registry`)
+      return recorded ? 'refused' : 'unrecorded'
+    })
+    if (outcome === 'refused') throw lowerWhileHeld(this.what(), this.maxTtlMs)
   }
 
   /** The registry does not own the client: end your pool yourself. */
