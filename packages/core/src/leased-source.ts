@@ -391,7 +391,7 @@ function startRefused(
   const aheadOfRegistry = lease.startAfterMs - settings.maxDriftMs - lease.grantedAtMs
   const message =
     aheadOfRegistry > limitMs
-      ? `Worker ${lease.worker}, the only one the registry could grant, has a previous holder's high-water mark of ${mark}, ${Math.round(aheadOfRegistry)} ms ahead of the registry's clock as well: that holder was freed while its mark was still ahead, or its clock ran ahead. Waiting for it is more than ${applied}. This clock is not at fault; no ID was issued. Retry after ${mark}, when the worker can be used, or free workers that are not held (shardflake leases), or raise maxStartWaitMs.`
+      ? `Every worker the registry could grant has a previous holder's high-water mark ahead. Worker ${lease.worker}, the one it offered, has ${mark}, ${Math.round(aheadOfRegistry)} ms ahead of the registry's clock as well: its holder was freed while its mark was still ahead, or its clock ran ahead. Waiting for it is more than ${applied}. This clock is not at fault; no ID was issued. Retry after ${mark}, or raise maxStartWaitMs.`
       : `This clock is ${Math.round(behindMs)} ms behind the high-water mark ${mark} that the previous holder of worker ${lease.worker} recorded (the registry's clock read ${new Date(lease.grantedAtMs).toISOString()} when it granted, this clock ${new Date(now).toISOString()}): more than ${applied}. No ID was issued. Fix this clock (NTP slew, not step), or raise maxStartWaitMs.`
   return new ClockMovedBackwardsError(Math.round(behindMs), limitMs, { message })
 }

@@ -7,6 +7,7 @@ import {
 } from '@shardflake/conformance'
 import {
   defineSharding,
+  InvalidArgumentError,
   LeasedSource,
   NoFreeLeaseError,
   ShardflakeError,
@@ -74,6 +75,14 @@ describeLeaseRegistry('MysqlLeaseRegistry', {
 })
 
 describe('MysqlLeaseRegistry', () => {
+  it('refuses unknown options and values out of bounds, naming the closest option', () => {
+    expect(() => new MysqlLeaseRegistry(pool, { maxTTLMs: 5000 } as never)).toThrow(
+      /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,
+    )
+    expect(() => new MysqlLeaseRegistry(pool, { timeoutMs: 0 })).toThrow(InvalidArgumentError)
+    expect(() => new MysqlLeaseRegistry(pool, { maxTtlMs: 50 })).toThrow(/maxTtlMs must be/)
+  })
+
   it('grants concurrent holders distinct workers (0 reserved), refuses a fourth, frees at close', async () => {
     const registry = new MysqlLeaseRegistry(pool, { database: database() })
     const sources = await Promise.all([start(registry), start(registry), start(registry)])

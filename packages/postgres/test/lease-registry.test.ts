@@ -9,6 +9,7 @@ import {
 } from '@shardflake/conformance'
 import {
   defineSharding,
+  InvalidArgumentError,
   instagram,
   LeasedSource,
   NoFreeLeaseError,
@@ -80,6 +81,14 @@ describeLeaseRegistry('PostgresLeaseRegistry', {
 })
 
 describe('PostgresLeaseRegistry', () => {
+  it('refuses unknown options and values out of bounds, naming the closest option', () => {
+    expect(() => new PostgresLeaseRegistry(pool, { maxTTLMs: 5000 } as never)).toThrow(
+      /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,
+    )
+    expect(() => new PostgresLeaseRegistry(pool, { timeoutMs: 0 })).toThrow(InvalidArgumentError)
+    expect(() => new PostgresLeaseRegistry(pool, { maxTtlMs: 50 })).toThrow(/maxTtlMs must be/)
+  })
+
   it('grants each holder its own worker with a growing token, and refuses when all are held', async () => {
     const registry = new PostgresLeaseRegistry(pool)
     const sources = await Promise.all(

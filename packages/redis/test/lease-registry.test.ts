@@ -9,6 +9,7 @@ import {
 } from '@shardflake/conformance'
 import {
   defineSharding,
+  InvalidArgumentError,
   LeasedSource,
   LeaseExpiredError,
   NoFreeLeaseError,
@@ -64,6 +65,14 @@ async function start(registry: RedisLeaseRegistry, ttlMs: number): Promise<Lease
 }
 
 describe('RedisLeaseRegistry', () => {
+  it('refuses unknown options and values out of bounds, naming the closest option', () => {
+    expect(() => new RedisLeaseRegistry(shared, { maxTTLMs: 5000 } as never)).toThrow(
+      /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,
+    )
+    expect(() => new RedisLeaseRegistry(shared, { timeoutMs: 0 })).toThrow(InvalidArgumentError)
+    expect(() => new RedisLeaseRegistry(shared, { maxTtlMs: 50 })).toThrow(/maxTtlMs must be/)
+  })
+
   it('grants workers 1-3 (0 is reserved), refuses a fourth holder, and frees at close', async () => {
     const registry = new RedisLeaseRegistry(shared, { keyPrefix: prefix(), maxTtlMs: 1000 })
     const sources = [
