@@ -143,7 +143,15 @@ export class LeasedSource implements SyncIdSource {
    */
   static async start(options: LeasedSourceOptions): Promise<LeasedSource> {
     const settings = readOptions(options)
-    return new LeasedSource(settings, await acquire(settings))
+    const taken = await acquire(settings)
+    try {
+      return new LeasedSource(settings, taken)
+    } catch (error) {
+      // Another source of this process makes IDs with that worker (ShardConflictError).
+      const { lease } = taken
+      await settings.registry.release(lease, lease.startAfterMs).catch(() => undefined)
+      throw error
+    }
   }
 
   /** The lease in use now (it changes when the source had to take a new one). */

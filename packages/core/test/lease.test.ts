@@ -11,6 +11,7 @@ import {
   type LeaseRegistry,
   MemoryLeaseRegistry,
   NoFreeLeaseError,
+  ShardConflictError,
   type WorkerLease,
   workerFromEnvironment,
 } from '../src'
@@ -356,6 +357,19 @@ describe('LeasedSource', () => {
     expect(a.lease.startAfterMs).toBeGreaterThan(marks)
     ids.push(...a.nextIds(2, 50), ...b.nextIds(2, 50))
     expect(new Set(ids).size).toBe(ids.length)
+  })
+
+  it('refuses a second source for a worker this process already uses, and gives its lease back', async () => {
+    const time = clocks()
+    // Two registries for one sharding: each grants worker 0 first.
+    const first = new MemoryLeaseRegistry({ clock: time.clock })
+    const second = new MemoryLeaseRegistry({ clock: time.clock })
+    const held = await start({ sharding, registry: first, clock: time.clock })
+    await expect(
+      LeasedSource.start({ sharding, registry: second, clock: time.clock }),
+    ).rejects.toBeInstanceOf(ShardConflictError)
+    expect((await second.list()).every((record) => record.holder === null)).toBe(true)
+    expect(held.nextId(33)).toBeTypeOf('bigint')
   })
 
   it('needs worker bits, known options, and a TTL the registry grants', async () => {
