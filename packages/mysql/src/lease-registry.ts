@@ -15,6 +15,7 @@ import {
   registryWaiting,
   type Sharding,
   type ShardingDescription,
+  SourceUnavailableError,
   ttlAboveMax,
   type WorkerLease,
 } from '@shardflake/core'
@@ -93,6 +94,10 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
   }
 
   async acquire(request: LeaseRequest): Promise<WorkerLease> {
+    return this.grant(request, true)
+  }
+
+  private async grant(request: LeaseRequest, mayRecord: boolean): Promise<WorkerLease> {
     if (request.ttlMs > this.maxTtlMs) throw ttlAboveMax(request, this.maxTtlMs)
     await this.setup.readyFor(request.sharding)
     const db = this.db
@@ -192,10 +197,15 @@ export class MysqlLeaseRegistry implements LeaseRegistry {
         throw error
       }
     })
-    if (outcome !== 'unrecorded') return outcome
+    if (outcome !== 'unrecorded' || !mayRecord) {
+      if (outcome !== 'unrecorded') return outcome
+      throw new SourceUnavailableError(
+        `${this.what()} lost its record while this process asked for a lease. Retry.`,
+      )
+    }
     // Its record was deleted: record it again (waiting, as its leases may be live) and retry.
     await this.create(request.sharding)
-    return this.acquire(request)
+    return this.grant(request, false)
   }
 
   async renew(lease: WorkerLease, highWaterMs: number): Promise<void> {

@@ -75,6 +75,16 @@ describeLeaseRegistry('MysqlLeaseRegistry', {
 })
 
 describe('MysqlLeaseRegistry', () => {
+  it('waits maxTtlMs when its record was deleted while it holds leases', async () => {
+    const name = database()
+    const registry = new MysqlLeaseRegistry(pool, { database: name, maxTtlMs: 500 })
+    await start(registry, 500)
+    await pool.query(`DELETE FROM \`${name}\`.lease_registry`)
+    await expect(LeasedSource.start({ sharding, registry, ttlMs: 500 })).rejects.toThrow(
+      /grants no lease until/,
+    )
+  })
+
   it('refuses unknown options and values out of bounds, naming the closest option', () => {
     expect(() => new MysqlLeaseRegistry(pool, { maxTTLMs: 5000 } as never)).toThrow(
       /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,

@@ -81,6 +81,21 @@ describeLeaseRegistry('PostgresLeaseRegistry', {
 })
 
 describe('PostgresLeaseRegistry', () => {
+  it('waits maxTtlMs when its record was deleted while it holds leases', async () => {
+    const schema = `sf_record_${randomBytes(3).toString('hex')}`
+    const registry = new PostgresLeaseRegistry(pool, { schema, maxTtlMs: 500 })
+    const held = await LeasedSource.start({ sharding, registry, ttlMs: 500 })
+    try {
+      await pool.query(`DELETE FROM "${schema}".lease_registry`)
+      await expect(LeasedSource.start({ sharding, registry, ttlMs: 500 })).rejects.toThrow(
+        /grants no lease until/,
+      )
+    } finally {
+      await held.close()
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`)
+    }
+  })
+
   it('refuses unknown options and values out of bounds, naming the closest option', () => {
     expect(() => new PostgresLeaseRegistry(pool, { maxTTLMs: 5000 } as never)).toThrow(
       /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,
