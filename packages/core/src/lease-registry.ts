@@ -247,7 +247,7 @@ export function registryWaiting(what: string, why: string, until: Date): NoFreeL
 /** The error a registry throws for a request whose TTL is above its `maxTtlMs`. */
 export function ttlAboveMax(request: LeaseRequest, maxTtlMs: number): ConfigurationError {
   return new ConfigurationError(
-    `A lease of ${request.ttlMs} ms was asked for, above the registry's maxTtlMs ${maxTtlMs}: after losing its data the registry waits maxTtlMs, which must cover every holder's TTL. Lower ttlMs, or raise maxTtlMs on every registry object.`,
+    `A lease of ${request.ttlMs} ms was asked for, above the registry's maxTtlMs ${maxTtlMs}: after losing its data the registry waits maxTtlMs, which must cover every holder's TTL. Lower ttlMs, or raise maxTtlMs on every registry object and in the registry (shardflake leases --max-ttl).`,
   )
 }
 

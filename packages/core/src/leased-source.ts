@@ -316,7 +316,7 @@ function readOptions(options: LeasedSourceOptions): Settings {
   })
   if (ttlMs > registry.maxTtlMs) {
     throw new ConfigurationError(
-      `ttlMs ${ttlMs} is above the registry's maxTtlMs ${registry.maxTtlMs}. A registry that lost its data waits maxTtlMs before granting again, and that wait must cover every holder's TTL: lower ttlMs, or give every registry object of the application maxTtlMs: ${ttlMs} or more.`,
+      `ttlMs ${ttlMs} is above the registry's maxTtlMs ${registry.maxTtlMs}. A registry that lost its data waits maxTtlMs before granting again, and that wait must cover every holder's TTL: lower ttlMs, or raise maxTtlMs to ${ttlMs} or more on every registry object and in the registry (shardflake leases --max-ttl ${ttlMs}).`,
     )
   }
   if (options.holder !== undefined && typeof options.holder !== 'string') {
