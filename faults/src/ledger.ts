@@ -16,6 +16,17 @@ export const FAULT_CODES: ReadonlySet<ShardflakeErrorCode> = new Set<ShardflakeE
   'SHARD_OVERLOADED',
 ])
 
+/**
+ * The codes a leased source may answer with besides {@link FAULT_CODES}: its lease lapsed or was
+ * lost (it stopped at its mark), or no worker may be granted yet (every one held, or the registry
+ * waits after losing its data).
+ */
+export const LEASE_CODES: ReadonlySet<ShardflakeErrorCode> = new Set<ShardflakeErrorCode>([
+  ...FAULT_CODES,
+  'LEASE_EXPIRED',
+  'NO_FREE_LEASE',
+])
+
 /** One failure that did not arrive as a ShardflakeError with a fault code. */
 export interface Untyped {
   readonly source: string
@@ -90,9 +101,10 @@ export class Ledger {
   /**
    * The ID space: IDs of sharded sources (time, shard, sequence; every scenario has its own
    * shards) are checked for repeats together; ticket numbers (plain integers) only among
-   * themselves, as a small ticket can equal a sharded ID of time 0.
+   * themselves, as a small ticket can equal a sharded ID of time 0; IDs of leased sources (a
+   * layout with worker bits) among themselves.
    */
-  readonly space: 'sharded' | 'tickets'
+  readonly space: 'sharded' | 'tickets' | 'leased'
   calls = 0
   ids = 0
   wrongShard = 0
@@ -109,9 +121,17 @@ export class Ledger {
   private readonly windows: WindowFigures[] = []
   private window: OpenWindow | undefined
 
-  constructor(source: string, space: 'sharded' | 'tickets' = 'sharded') {
+  /** The codes a failure may carry and still be a typed fault. */
+  private readonly codes: ReadonlySet<string>
+
+  constructor(
+    source: string,
+    space: 'sharded' | 'tickets' | 'leased' = 'sharded',
+    codes: ReadonlySet<string> = FAULT_CODES,
+  ) {
     this.source = source
     this.space = space
+    this.codes = codes
   }
 
   /** Records the IDs of one acknowledged call. */
@@ -138,7 +158,7 @@ export class Ledger {
     this.calls++
     this.took(startedAt, endedAt)
     if (this.window && startedAt >= this.window.startedAt) this.window.errors++
-    const typed = error instanceof ShardflakeError && FAULT_CODES.has(error.code)
+    const typed = error instanceof ShardflakeError && this.codes.has(error.code)
     const key =
       error instanceof ShardflakeError
         ? error.code
@@ -160,6 +180,31 @@ export class Ledger {
         message: error instanceof Error ? error.message : String(error),
         stack: error instanceof Error ? error.stack?.split('\n').slice(0, 8).join('\n') : undefined,
         causes: describeChain(error),
+      })
+    }
+    return typed
+  }
+
+  /**
+   * Records a failure another process reported: a ShardflakeError by its `code`, or (code
+   * undefined) anything else, described by `description`. Returns true when it was a typed fault.
+   */
+  failReported(code: string | undefined, description: string, what: string, at: number): boolean {
+    this.calls++
+    this.took(at, at)
+    if (this.window && at >= this.window.startedAt) this.window.errors++
+    const key = code ?? `untyped ${description.split(':')[0]}`
+    this.errors.set(key, (this.errors.get(key) ?? 0) + 1)
+    const typed = code !== undefined && this.codes.has(code)
+    if (!typed && this.untyped.length < 20) {
+      this.untyped.push({
+        source: this.source,
+        what,
+        name: code ? 'ShardflakeError' : description.split(':')[0]!,
+        code,
+        message: description,
+        stack: undefined,
+        causes: description,
       })
     }
     return typed

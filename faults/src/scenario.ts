@@ -69,8 +69,12 @@ export class Scenario {
     return this.controller.signal
   }
 
-  ledger(source: string, space: 'sharded' | 'tickets' = 'sharded'): Ledger {
-    const ledger = new Ledger(source, space)
+  ledger(
+    source: string,
+    space: 'sharded' | 'tickets' | 'leased' = 'sharded',
+    codes?: ReadonlySet<string>,
+  ): Ledger {
+    const ledger = new Ledger(source, space, codes)
     this.ledgers.push(ledger)
     return ledger
   }

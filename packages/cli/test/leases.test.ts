@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { defineLayout, defineSharding, LeasedSource } from '@shardflake/core'
+import {
+  ConfigurationError,
+  defineLayout,
+  defineSharding,
+  LeasedSource,
+  NoFreeLeaseError,
+} from '@shardflake/core'
 import { PostgresLeaseRegistry } from '@shardflake/postgres'
 import { RedisLeaseRegistry } from '@shardflake/redis'
 import { Redis } from 'ioredis'
@@ -23,7 +29,9 @@ const pool = new pg.Pool({ connectionString: PG_URL, max: 2 })
 const redis = new Redis(REDIS_URL)
 
 afterAll(async () => {
-  await pool.query(`DROP SCHEMA IF EXISTS leases_${tag} CASCADE`)
+  for (const schema of [`leases_${tag}`, `restored_${tag}`, `ttl_${tag}`]) {
+    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+  }
   await pool.end()
   const keys = await redis.keys(`sf_cli_${tag}:*`)
   if (keys.length > 0) await redis.del(...keys)
@@ -90,8 +98,13 @@ describe('shardflake leases', () => {
 
   it('reads a Redis registry, and explains a missing server', async () => {
     const keyPrefix = `sf_cli_${tag}:`
-    const registry = new RedisLeaseRegistry(redis, { keyPrefix, emptyRegistryWaitMs: 0 })
-    const source = await LeasedSource.start({ sharding, registry, holder: 'worker-a' })
+    const registry = new RedisLeaseRegistry(redis, { keyPrefix, maxTtlMs: 300 })
+    // A new Redis registry waits maxTtlMs before its first grant.
+    await expect(LeasedSource.start({ sharding, registry, ttlMs: 300 })).rejects.toBeInstanceOf(
+      NoFreeLeaseError,
+    )
+    await new Promise((resolve) => setTimeout(resolve, 350))
+    const source = await LeasedSource.start({ sharding, registry, holder: 'worker-a', ttlMs: 300 })
     try {
       const shown = await run('leases', 'redis', '--url', REDIS_URL, '--key-prefix', keyPrefix)
       expect(shown.code).toBe(0)
@@ -105,5 +118,92 @@ describe('shardflake leases', () => {
     const missing = await run('leases', 'postgres', '--url', 'postgres://postgres@127.0.0.1:1/none')
     expect(missing.code).toBe(1)
     expect(missing.stderr).toMatch(/lease registry could not be reached/)
+  })
+
+  it('--restored makes a registry restored from an older copy grant nothing for its maxTtlMs', async () => {
+    const schema = `restored_${tag}`
+    const registry = new PostgresLeaseRegistry(pool, { schema })
+    await (await LeasedSource.start({ sharding, registry })).close()
+    const marked = await run(
+      'leases',
+      'postgres',
+      '--url',
+      PG_URL,
+      '--schema',
+      schema,
+      '--restored',
+    )
+    expect(marked.code).toBe(0)
+    const until = /grants no lease until (\S+):/.exec(marked.stdout)?.[1]
+    expect(new Date(until!).getTime()).toBeGreaterThan(Date.now() + 5_000)
+    await expect(LeasedSource.start({ sharding, registry })).rejects.toThrow(
+      /grants no lease until/,
+    )
+    const none = await run(
+      'leases',
+      'postgres',
+      '--url',
+      PG_URL,
+      '--schema',
+      `none_${tag}`,
+      '--restored',
+    )
+    expect(none.stdout).toMatch(/holds no record yet/)
+  })
+
+  it('--max-ttl records another maxTtlMs, and refuses to lower it below a live lease', async () => {
+    const schema = `ttl_${tag}`
+    const longer = new PostgresLeaseRegistry(pool, { schema, maxTtlMs: 20_000 })
+    const registry = new PostgresLeaseRegistry(pool, { schema })
+    await (await LeasedSource.start({ sharding, registry })).close()
+    await expect(LeasedSource.start({ sharding, registry: longer })).rejects.toBeInstanceOf(
+      ConfigurationError,
+    )
+    const raised = await run(
+      'leases',
+      'postgres',
+      '--url',
+      PG_URL,
+      '--schema',
+      schema,
+      '--max-ttl',
+      '20000',
+    )
+    expect(raised).toMatchObject({ code: 0 })
+    expect(raised.stdout).toMatch(/recorded maxTtlMs 20000/)
+    const held = await LeasedSource.start({ sharding, registry: longer, ttlMs: 20_000 })
+    try {
+      await expect(LeasedSource.start({ sharding, registry })).rejects.toThrow(
+        /records maxTtlMs 20000/,
+      )
+      const lowered = await run(
+        'leases',
+        'postgres',
+        '--url',
+        PG_URL,
+        '--schema',
+        schema,
+        '--max-ttl',
+        '10000',
+      )
+      expect(lowered.code).toBe(1)
+      expect(lowered.stderr).toMatch(
+        /cannot lower maxTtlMs to 10000 while a live lease has a longer TTL/,
+      )
+    } finally {
+      await held.close()
+    }
+    const lowered = await run(
+      'leases',
+      'postgres',
+      '--url',
+      PG_URL,
+      '--schema',
+      schema,
+      '--max-ttl',
+      '10000',
+    )
+    expect(lowered.code).toBe(0)
+    await (await LeasedSource.start({ sharding, registry })).close()
   })
 })

@@ -11,6 +11,7 @@ export {
   postgresUrl,
   type RawDatabase,
 } from './databases'
+export { describeLeaseRegistry, type LeaseRegistrySuiteOptions } from './lease-registry-suite'
 export {
   describePlainIdAdapter,
   type PlainBlogThroughOrm,

@@ -178,9 +178,18 @@ export class ClockMovedBackwardsError extends ShardflakeError {
   /** How far the clock is behind the time of the last ID, in ms. */
   readonly behindMs: number
 
-  constructor(behindMs: number, maxWaitMs: number, options?: ShardflakeErrorOptions) {
+  /**
+   * @param maxWaitMs the wait the generator was allowed, named in the default message.
+   * @param options `message` replaces the default message (a source whose limit has another name).
+   */
+  constructor(
+    behindMs: number,
+    maxWaitMs: number,
+    options?: ShardflakeErrorOptions & { readonly message?: string },
+  ) {
     super(
-      `The clock is ${behindMs} ms behind the time of the last ID issued, more than the ${maxWaitMs} ms this generator may wait. No ID was issued. Fix the clock (NTP slew, not step), or raise maxWaitMs.`,
+      options?.message ??
+        `The clock is ${behindMs} ms behind the time of the last ID issued, more than the ${maxWaitMs} ms this generator may wait. No ID was issued. Fix the clock (NTP slew, not step), or raise maxWaitMs.`,
       options,
     )
     this.behindMs = behindMs

@@ -38,16 +38,25 @@ export { type DecodedId, defineLayout, type IdParts, type IdRange, Layout } from
 export type { FieldName, LayoutDescription, LayoutOptions } from './layout-options'
 export {
   allWorkersHeld,
+  LEASE_DEFAULTS,
   type LeaseRecord,
   type LeaseRegistry,
+  type LeaseRegistryOptions,
   type LeaseRequest,
   leaseLost,
+  lowerWhileHeld,
+  maxTtlMismatch,
+  type RegistrySettings,
   RegistrySetup,
+  readRegistryOptions,
+  registryBehind,
   registryCall,
+  registryWaiting,
+  ttlAboveMax,
   type WorkerLease,
 } from './lease-registry'
 export { LeasedSource, type LeasedSourceOptions } from './leased-source'
-export { MemoryLeaseRegistry } from './memory-lease-registry'
+export { MemoryLeaseRegistry, type MemoryLeaseRegistryOptions } from './memory-lease-registry'
 export {
   checkMoveEnds,
   type FencedShard,

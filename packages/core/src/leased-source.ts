@@ -1,8 +1,14 @@
-import { ClockMovedBackwardsError, ConfigurationError, LeaseExpiredError } from './errors'
+import {
+  ClockMovedBackwardsError,
+  ConfigurationError,
+  InvalidArgumentError,
+  LeaseExpiredError,
+} from './errors'
 import { checkCount, type SyncIdSource } from './id-source'
 import { InProcessSource } from './in-process-source'
-import type { LeaseRegistry, WorkerLease } from './lease-registry'
-import type { Sharding } from './sharding'
+import { checkKnownOptions } from './known-options'
+import { LEASE_DEFAULTS, type LeaseRegistry, type WorkerLease } from './lease-registry'
+import { requireSharding, type Sharding } from './sharding'
 import { readDuration } from './source-options'
 
 /** What {@link LeasedSource.start} takes. */
@@ -13,16 +19,16 @@ export interface LeasedSourceOptions {
   /** @default `<hostname>:<pid>` */
   readonly holder?: string
   /**
-   * How long a lease lasts without renewal, in ms. The source renews every third of it and stops
-   * issuing a fifth of it before it could have expired; a dead process's worker is free again
-   * after it.
+   * How long a lease lasts without renewal, in ms, at most the registry's `maxTtlMs`. The source
+   * renews a third of it after each renewal was sent and stops issuing a fifth of it before the
+   * lease could have expired; a dead process's worker is free again after it.
    * @default 10000
    */
   readonly ttlMs?: number
   /**
-   * How long `start` may wait for the clock to pass the previous holder's high-water mark, in ms
-   * (a clock behind the predecessor's), at most half of `ttlMs`. Longer gaps are refused with
-   * `ClockMovedBackwardsError`.
+   * How long `start` may wait for its clock to pass the previous holder's high-water mark, in ms;
+   * the wait applied is at most half of `ttlMs`. `start` takes a worker it can start on within
+   * that wait when the registry has one, and refuses with `ClockMovedBackwardsError` otherwise.
    * @default 2000
    */
   readonly maxStartWaitMs?: number
@@ -36,6 +42,39 @@ export interface LeasedSourceOptions {
   readonly sleep?: (ms: number) => Promise<void>
 }
 
+const KNOWN_OPTIONS = [
+  'sharding',
+  'registry',
+  'holder',
+  'ttlMs',
+  'maxStartWaitMs',
+  'maxDriftMs',
+  'maxWaitMs',
+  'clock',
+  'sleep',
+] as const
+
+interface Settings {
+  readonly sharding: Sharding
+  readonly registry: LeaseRegistry
+  readonly holder: string
+  readonly holderId: string
+  readonly ttlMs: number
+  readonly maxStartWaitMs: number
+  readonly maxDriftMs: number
+  readonly maxWaitMs: number
+  readonly clock: () => number
+  readonly sleep: (ms: number) => Promise<void>
+}
+
+/** A lease as taken: the mark recorded for it, and when the request that recorded it was sent. */
+interface Taken {
+  readonly lease: WorkerLease
+  readonly highWaterMs: number
+  /** This clock when the grant or renewal that recorded `highWaterMs` was sent. */
+  readonly sentAt: number
+}
+
 /**
  * The in-process generator with a leased worker id: ~1M IDs per second per shard, synchronous,
  * and safe across processes, restarts and replicas without configuring anything per process.
@@ -43,12 +82,14 @@ export interface LeasedSourceOptions {
  * - Each process leases one **worker** from a registry on a server it already runs, so any
  *   process can make IDs for any shard: placement never depends on which process writes the row.
  * - It renews in the background and **fails closed**: it never puts a time into an ID beyond the
- *   high-water mark its last renewal recorded, a fifth of the TTL before the lease could expire;
- *   past it, `nextId` throws `LeaseExpiredError` instead of risking a repeat.
+ *   high-water mark its last renewal recorded, a fifth of the TTL before the lease could expire
+ *   (counted from when the renewal was sent); past it, `nextId` throws `LeaseExpiredError`
+ *   instead of risking a repeat.
  * - Each lease records, ahead of use, the highest time its holder may issue. The next holder of
  *   the worker (after a crash, or another process after the TTL) starts above it, even when its
  *   clock is behind.
- * - `close()` releases the worker at once.
+ * - Every registry call is bounded by the registry's `timeoutMs`; `close()` releases the worker
+ *   and returns within that bound even when the registry does not answer.
  *
  * @example
  * ```ts
@@ -70,57 +111,47 @@ export class LeasedSource implements SyncIdSource {
   private highWaterMs: number
   /** {@link highWaterMs} in layout time units: the guard compares with this on every new tick. */
   private highWaterTime: number
-  private readonly timer: ReturnType<typeof setInterval>
+  /** This clock when the last successful grant or renewal was sent. */
+  private sentAt: number
+  private timer: ReturnType<typeof setTimeout> | undefined
   private renewing: Promise<void> | undefined
   private closed = false
   private lastFailure: unknown
 
   private constructor(
-    private readonly options: Required<Omit<LeasedSourceOptions, 'registry' | 'sharding'>> &
-      Pick<LeasedSourceOptions, 'registry' | 'sharding'>,
-    lease: WorkerLease,
-    highWaterMs: number,
+    private readonly options: Settings,
+    taken: Taken,
   ) {
     this.sharding = options.sharding
-    this.current = lease
-    this.highWaterMs = highWaterMs
-    this.highWaterTime = this.toTime(highWaterMs)
-    this.generator = this.generatorFor(lease)
-    this.timer = setInterval(() => void this.renew(), Math.max(1, Math.floor(options.ttlMs / 3)))
-    this.timer.unref?.()
+    this.current = taken.lease
+    this.highWaterMs = taken.highWaterMs
+    this.highWaterTime = this.toTime(taken.highWaterMs)
+    this.sentAt = taken.sentAt
+    this.generator = this.generatorFor(taken.lease)
+    this.scheduleRenewal()
   }
 
   /**
    * Leases a worker and returns a source that makes IDs with it.
-   * @throws NoFreeLeaseError when every worker is held.
-   * @throws ClockMovedBackwardsError when this clock is further behind the previous holder's
-   * high-water mark than `maxStartWaitMs`.
-   * @throws ConfigurationError for a layout without worker bits.
+   * @throws NoFreeLeaseError when every worker is held (or the registry waits after losing data).
+   * @throws ClockMovedBackwardsError when every worker the registry could grant has a previous
+   * high-water mark further ahead of this clock than the wait allowed (`maxStartWaitMs`, at most
+   * half of `ttlMs`).
+   * @throws TimedOutError when the registry does not answer within its `timeoutMs`.
+   * @throws ConfigurationError for a layout without worker bits, or a `ttlMs` above the
+   * registry's `maxTtlMs`; InvalidArgumentError for unknown options or values out of bounds.
    */
   static async start(options: LeasedSourceOptions): Promise<LeasedSource> {
-    const { sharding, registry } = options
-    if (sharding.layout.workerBits === 0) {
-      throw new ConfigurationError(
-        `A leased source leases a worker id, and layout ${JSON.stringify(sharding.layout.name)} has no worker bits. Define a layout with workerBits (for example 13 shard, 4 worker, 6 sequence bits) so any process can make IDs for any shard.`,
-      )
+    const settings = readOptions(options)
+    const taken = await acquire(settings)
+    try {
+      return new LeasedSource(settings, taken)
+    } catch (error) {
+      // Another source of this process makes IDs with that worker (ShardConflictError).
+      const { lease } = taken
+      await settings.registry.release(lease, lease.startAfterMs).catch(() => undefined)
+      throw error
     }
-    sharding.layout.checkGenerating()
-    const full = {
-      sharding,
-      registry,
-      holder: options.holder ?? defaultHolder(),
-      ttlMs: readDuration('ttlMs', options.ttlMs, 10_000, { min: 100, max: 600_000 }),
-      maxStartWaitMs: readDuration('maxStartWaitMs', options.maxStartWaitMs, 2000, {
-        max: 600_000,
-      }),
-      maxDriftMs: readDuration('maxDriftMs', options.maxDriftMs, 10),
-      maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, 100, { max: 60_000 }),
-      clock: options.clock ?? Date.now,
-      sleep:
-        options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))),
-    }
-    const { lease, highWaterMs } = await acquire(full)
-    return new LeasedSource(full, lease, highWaterMs)
   }
 
   /** The lease in use now (it changes when the source had to take a new one). */
@@ -139,34 +170,55 @@ export class LeasedSource implements SyncIdSource {
     return this.generator.nextIds(shard, count)
   }
 
-  /** Stops renewing and releases the worker at once, so another process may take it. */
+  /**
+   * Stops renewing and releases the worker, so another process may take it at once. Returns
+   * within the registry's `timeoutMs` (default 2 s) even when the registry does not answer: the
+   * release is then lost, and the next holder of the worker waits for the lease's TTL and starts
+   * above the mark reserved ahead, never below what was issued.
+   */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
-    clearInterval(this.timer)
-    await this.renewing?.catch(() => undefined)
-    // Record what was really issued, not the mark reserved ahead: the next holder need not wait.
+    clearTimeout(this.timer)
+    // Record what was really issued, never below where this lease started: the next holder need
+    // not wait for the reserve, and still starts above every ID of every holder before.
     const issued = Math.max(this.generator.lastIssuedMs(), this.current.startAfterMs)
     this.generator.close()
     await this.options.registry.release(this.current, issued).catch(() => undefined)
   }
 
-  /** Renews now (the background timer does this every third of the TTL). */
+  /** Renews now (the source does this a third of the TTL after each renewal was sent). */
   renew(): Promise<void> {
     this.renewing ??= this.renewOnce().finally(() => {
       this.renewing = undefined
+      this.scheduleRenewal()
     })
     return this.renewing
+  }
+
+  /**
+   * Schedules the next renewal a third of the TTL after the last successful one was sent (at
+   * once when that is past, as after a slow grant), or a sixth of the TTL after a failed one.
+   */
+  private scheduleRenewal(): void {
+    if (this.closed) return
+    clearTimeout(this.timer)
+    const { ttlMs, clock } = this.options
+    const due = this.lastFailure ? ttlMs / 6 : Math.max(0, this.sentAt + ttlMs / 3 - clock())
+    this.timer = setTimeout(() => void this.renew(), Math.min(due, ttlMs))
+    this.timer.unref?.()
   }
 
   private async renewOnce(): Promise<void> {
     if (this.closed) return
     const { registry, clock, ttlMs } = this.options
-    const highWaterMs = Math.max(this.highWaterMs, markFrom(clock(), ttlMs))
+    const sentAt = clock()
+    const highWaterMs = Math.max(this.highWaterMs, markFrom(sentAt, ttlMs))
     try {
       await registry.renew(this.current, highWaterMs)
       this.highWaterMs = highWaterMs
       this.highWaterTime = this.toTime(highWaterMs)
+      this.sentAt = sentAt
       this.lastFailure = undefined
     } catch (error) {
       this.lastFailure = error
@@ -181,7 +233,7 @@ export class LeasedSource implements SyncIdSource {
    */
   private async switchLease(): Promise<void> {
     const { registry } = this.options
-    let next: Awaited<ReturnType<typeof acquire>> | undefined
+    let next: Taken | undefined
     try {
       next = await acquire(this.options)
       if (this.closed) throw new ConfigurationError('closed while taking a new lease')
@@ -195,6 +247,8 @@ export class LeasedSource implements SyncIdSource {
       this.current = next.lease
       this.highWaterMs = next.highWaterMs
       this.highWaterTime = this.toTime(next.highWaterMs)
+      this.sentAt = next.sentAt
+      this.lastFailure = undefined
     } catch (failure) {
       this.lastFailure = failure
       if (next) await registry.release(next.lease, next.lease.startAfterMs).catch(() => undefined)
@@ -236,30 +290,118 @@ export class LeasedSource implements SyncIdSource {
   }
 }
 
-async function acquire(
-  options: Required<Omit<LeasedSourceOptions, 'registry' | 'sharding'>> &
-    Pick<LeasedSourceOptions, 'registry' | 'sharding'>,
-): Promise<{ lease: WorkerLease; highWaterMs: number }> {
-  const { registry, sharding, holder, ttlMs, maxDriftMs, clock } = options
-  const highWaterMs = markFrom(clock(), ttlMs)
-  const lease = await registry.acquire({ sharding, holder, ttlMs, highWaterMs })
-  // The previous holder may have issued up to its high-water mark: wait for this clock to pass it.
-  const behind = lease.startAfterMs - maxDriftMs - clock()
-  if (behind > 0) {
-    // Never wait so long that the fresh lease could lapse before it is renewed below.
-    if (behind > Math.min(options.maxStartWaitMs, ttlMs / 2)) {
-      await registry.release(lease, lease.startAfterMs).catch(() => undefined)
-      throw new ClockMovedBackwardsError(behind, options.maxStartWaitMs)
+function readOptions(options: LeasedSourceOptions): Settings {
+  checkKnownOptions('LeasedSource.start() options', options, KNOWN_OPTIONS)
+  const sharding = requireSharding(options.sharding, 'LeasedSource')
+  const { registry } = options
+  if (
+    typeof registry !== 'object' ||
+    registry === null ||
+    typeof registry.acquire !== 'function' ||
+    typeof registry.maxTtlMs !== 'number'
+  ) {
+    throw new ConfigurationError(
+      'LeasedSource needs a lease registry: pass registry: new PostgresLeaseRegistry(pool) (or MysqlLeaseRegistry, RedisLeaseRegistry, MemoryLeaseRegistry).',
+    )
+  }
+  if (sharding.layout.workerBits === 0) {
+    throw new ConfigurationError(
+      `A leased source leases a worker id, and layout ${JSON.stringify(sharding.layout.name)} has no worker bits. Define a layout with workerBits (for example 13 shard, 4 worker, 6 sequence bits) so any process can make IDs for any shard.`,
+    )
+  }
+  sharding.layout.checkGenerating()
+  const ttlMs = readDuration('ttlMs', options.ttlMs, LEASE_DEFAULTS.ttlMs, {
+    min: 100,
+    max: 600_000,
+  })
+  if (ttlMs > registry.maxTtlMs) {
+    throw new ConfigurationError(
+      `ttlMs ${ttlMs} is above the registry's maxTtlMs ${registry.maxTtlMs}. A registry that lost its data waits maxTtlMs before granting again, and that wait must cover every holder's TTL: lower ttlMs, or raise maxTtlMs to ${ttlMs} or more on every registry object and in the registry (shardflake leases --max-ttl ${ttlMs}).`,
+    )
+  }
+  if (options.holder !== undefined && typeof options.holder !== 'string') {
+    throw new InvalidArgumentError('holder must be a string (a host name and process id).')
+  }
+  for (const name of ['clock', 'sleep'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') {
+      throw new InvalidArgumentError(`${name} must be a function.`)
     }
-    await options.sleep(behind + 1)
   }
-  // After a wait, raise the mark so that this holder has a full TTL of room above it.
-  let recorded = highWaterMs
-  if (behind > 0) {
-    recorded = Math.max(highWaterMs, markFrom(clock(), ttlMs))
+  return {
+    sharding,
+    registry,
+    holder: options.holder ?? defaultHolder(),
+    holderId: randomId(),
+    ttlMs,
+    maxStartWaitMs: readDuration('maxStartWaitMs', options.maxStartWaitMs, 2000, {
+      max: 600_000,
+    }),
+    maxDriftMs: readDuration('maxDriftMs', options.maxDriftMs, 10),
+    maxWaitMs: readDuration('maxWaitMs', options.maxWaitMs, 100, { max: 60_000 }),
+    clock: options.clock ?? Date.now,
+    sleep:
+      options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))),
+  }
+}
+
+async function acquire(settings: Settings): Promise<Taken> {
+  const { registry, sharding, holder, holderId, ttlMs, maxDriftMs, clock } = settings
+  // Never wait so long that the fresh lease could lapse before it is renewed below.
+  const limit = Math.min(settings.maxStartWaitMs, Math.floor(ttlMs / 2))
+  const sentAt = clock()
+  const highWaterMs = markFrom(sentAt, ttlMs)
+  const lease = await registry.acquire({
+    sharding,
+    holder,
+    holderId,
+    ttlMs,
+    highWaterMs,
+    startByMs: sentAt + maxDriftMs + limit,
+  })
+  // The previous holder may have issued up to its high-water mark: wait for this clock to pass it.
+  const now = clock()
+  const behind = lease.startAfterMs - maxDriftMs - now
+  if (behind <= 0) return { lease, highWaterMs, sentAt }
+  if (behind > limit) {
+    await registry.release(lease, lease.startAfterMs).catch(() => undefined)
+    throw startRefused(lease, behind, limit, settings, now)
+  }
+  try {
+    await settings.sleep(behind + 1)
+    // Raise the mark so that this holder has a full TTL of room above it.
+    const renewedAt = clock()
+    const recorded = Math.max(highWaterMs, markFrom(renewedAt, ttlMs))
     await registry.renew(lease, recorded)
+    return { lease, highWaterMs: recorded, sentAt: renewedAt }
+  } catch (error) {
+    await registry.release(lease, lease.startAfterMs).catch(() => undefined)
+    throw error
   }
-  return { lease, highWaterMs: recorded }
+}
+
+/**
+ * Why `start` refused: the previous mark is ahead of the registry's clock too (a holder freed
+ * while its mark was ahead, or whose clock ran ahead), or only ahead of this clock.
+ */
+function startRefused(
+  lease: WorkerLease,
+  behindMs: number,
+  limitMs: number,
+  settings: Settings,
+  now: number,
+): ClockMovedBackwardsError {
+  const { maxStartWaitMs, ttlMs } = settings
+  const mark = new Date(lease.startAfterMs).toISOString()
+  const applied =
+    limitMs < maxStartWaitMs
+      ? `the ${limitMs} ms start() may wait (maxStartWaitMs ${maxStartWaitMs}, at most half of ttlMs ${ttlMs})`
+      : `the ${limitMs} ms start() may wait (maxStartWaitMs)`
+  const aheadOfRegistry = lease.startAfterMs - settings.maxDriftMs - lease.grantedAtMs
+  const message =
+    aheadOfRegistry > limitMs
+      ? `Every worker the registry could grant has a previous holder's high-water mark ahead. Worker ${lease.worker}, the one it offered, has ${mark}, ${Math.round(aheadOfRegistry)} ms ahead of the registry's clock as well: its holder was freed while its mark was still ahead, or its clock ran ahead. Waiting for it is more than ${applied}. This clock is not at fault; no ID was issued. Retry after ${mark}, or raise maxStartWaitMs.`
+      : `This clock is ${Math.round(behindMs)} ms behind the high-water mark ${mark} that the previous holder of worker ${lease.worker} recorded (the registry's clock read ${new Date(lease.grantedAtMs).toISOString()} when it granted, this clock ${new Date(now).toISOString()}): more than ${applied}. No ID was issued. Fix this clock (NTP slew, not step), or raise maxStartWaitMs.`
+  return new ClockMovedBackwardsError(Math.round(behindMs), limitMs, { message })
 }
 
 /**
@@ -274,4 +416,11 @@ function markFrom(now: number, ttlMs: number): number {
 function defaultHolder(): string {
   const host = globalThis.process?.env?.HOSTNAME ?? 'process'
   return `${host}:${globalThis.process?.pid ?? 0}`
+}
+
+/** A random id for a started source (128 bits, hex). */
+function randomId(): string {
+  const bytes = new Uint8Array(16)
+  globalThis.crypto.getRandomValues(bytes)
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')
 }

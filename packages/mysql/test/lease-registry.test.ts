@@ -1,11 +1,18 @@
 import { randomBytes } from 'node:crypto'
-import { startMariadb, type ThrowawayServer, testLeasedSharding } from '@shardflake/conformance'
+import {
+  describeLeaseRegistry,
+  startMariadb,
+  type ThrowawayServer,
+  testLeasedSharding,
+} from '@shardflake/conformance'
 import {
   defineSharding,
+  InvalidArgumentError,
   LeasedSource,
   NoFreeLeaseError,
   ShardflakeError,
   ShardingMismatchError,
+  TimedOutError,
 } from '@shardflake/core'
 import mysql from 'mysql2/promise'
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest'
@@ -35,7 +42,57 @@ async function start(registry: MysqlLeaseRegistry, ttlMs = 10_000): Promise<Leas
   return source
 }
 
+describeLeaseRegistry('MysqlLeaseRegistry', {
+  open: (database, { maxTtlMs }) => new MysqlLeaseRegistry(pool, { database, maxTtlMs }),
+  drop: async (database) => {
+    await pool.query(`DROP DATABASE IF EXISTS \`${database}\``)
+    await pool.query(`DROP DATABASE IF EXISTS \`${database}_copy\``)
+  },
+  // As mysqldump and a restore of the dump a moment later: the tables are dropped, created again
+  // and refilled.
+  snapshot: async (database) => {
+    const tables = ['worker_leases', 'lease_registry']
+    await pool.query(`CREATE DATABASE \`${database}_copy\``)
+    for (const table of tables) {
+      await pool.query(`CREATE TABLE \`${database}_copy\`.${table} LIKE \`${database}\`.${table}`)
+      await pool.query(
+        `INSERT INTO \`${database}_copy\`.${table} SELECT * FROM \`${database}\`.${table}`,
+      )
+    }
+    return async () => {
+      // A restore comes later than the table it replaces was created (the server records the
+      // creation time in seconds).
+      await new Promise((resolve) => setTimeout(resolve, 1100))
+      for (const table of tables) {
+        await pool.query(`DROP TABLE \`${database}\`.${table}`)
+        await pool.query(`CREATE TABLE \`${database}\`.${table} LIKE \`${database}_copy\`.${table}`)
+        await pool.query(
+          `INSERT INTO \`${database}\`.${table} SELECT * FROM \`${database}_copy\`.${table}`,
+        )
+      }
+    }
+  },
+})
+
 describe('MysqlLeaseRegistry', () => {
+  it('waits maxTtlMs when its record was deleted while it holds leases', async () => {
+    const name = database()
+    const registry = new MysqlLeaseRegistry(pool, { database: name, maxTtlMs: 500 })
+    await start(registry, 500)
+    await pool.query(`DELETE FROM \`${name}\`.lease_registry`)
+    await expect(LeasedSource.start({ sharding, registry, ttlMs: 500 })).rejects.toThrow(
+      /grants no lease until/,
+    )
+  })
+
+  it('refuses unknown options and values out of bounds, naming the closest option', () => {
+    expect(() => new MysqlLeaseRegistry(pool, { maxTTLMs: 5000 } as never)).toThrow(
+      /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,
+    )
+    expect(() => new MysqlLeaseRegistry(pool, { timeoutMs: 0 })).toThrow(InvalidArgumentError)
+    expect(() => new MysqlLeaseRegistry(pool, { maxTtlMs: 50 })).toThrow(/maxTtlMs must be/)
+  })
+
   it('grants concurrent holders distinct workers (0 reserved), refuses a fourth, frees at close', async () => {
     const registry = new MysqlLeaseRegistry(pool, { database: database() })
     const sources = await Promise.all([start(registry), start(registry), start(registry)])
@@ -117,6 +174,30 @@ describe('MysqlLeaseRegistry', () => {
       expect(held.map((lease) => lease.worker).sort()).toEqual(
         sources.map((s) => s.lease.worker).sort(),
       )
+      // A restart loses nothing here (InnoDB, its tables kept): a new holder is granted at once.
+      const third = await start(registry, ttlMs)
+      expect(third.lease.startAfterMs).toBeLessThan(Date.now())
     }, 60_000)
   })
+})
+
+describe('MysqlLeaseRegistry with its server stopped (SIGSTOP)', () => {
+  let server: ThrowawayServer | undefined
+  afterAll(() => server?.stop())
+
+  it('fails start() with TIMED_OUT and returns from close() within timeoutMs', async () => {
+    server = await startMariadb()
+    const own = mysql.createPool({ uri: server.url, connectionLimit: 4 })
+    const registry = new MysqlLeaseRegistry(own, { timeoutMs: 300 })
+    const held = await LeasedSource.start({ sharding, registry })
+    held.nextIds(1, 10)
+    await server.kill('SIGSTOP')
+    onTestFinished(async () => {
+      await server?.kill('SIGCONT')
+      await own.end().catch(() => undefined)
+    })
+    await expect(LeasedSource.start({ sharding, registry })).rejects.toBeInstanceOf(TimedOutError)
+    await held.close() // the release is lost: the next holder waits for the TTL, above the mark
+    await expect(registry.list()).rejects.toBeInstanceOf(TimedOutError)
+  }, 30_000)
 })

@@ -58,6 +58,7 @@ const schema = `leased_bench_${process.pid}`
 let renewals = 0
 const inner = new PostgresLeaseRegistry(pool, { schema })
 const registry: LeaseRegistry = {
+  maxTtlMs: inner.maxTtlMs,
   acquire: (request) => inner.acquire(request),
   renew: (lease, mark) => {
     renewals++
@@ -66,6 +67,8 @@ const registry: LeaseRegistry = {
   release: (lease, issued) => inner.release(lease, issued),
   list: () => inner.list(),
   free: (worker) => inner.free(worker),
+  quarantine: () => inner.quarantine(),
+  recordMaxTtl: () => inner.recordMaxTtl(),
   close: () => inner.close(),
 }
 

@@ -1,17 +1,24 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
-import { startPostgres, type ThrowawayServer, testLeasedSharding } from '@shardflake/conformance'
+import {
+  describeLeaseRegistry,
+  startPostgres,
+  type ThrowawayServer,
+  testLeasedSharding,
+} from '@shardflake/conformance'
 import {
   defineSharding,
+  InvalidArgumentError,
   instagram,
   LeasedSource,
   NoFreeLeaseError,
   ShardConflictError,
   ShardingMismatchError,
+  TimedOutError,
 } from '@shardflake/core'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { installPostgres, PostgresLeaseRegistry } from '../src'
 
 const SERVER = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -45,7 +52,58 @@ afterAll(async () => {
   await admin.end()
 })
 
+describeLeaseRegistry('PostgresLeaseRegistry', {
+  open: (schema, { maxTtlMs }) => new PostgresLeaseRegistry(pool, { schema, maxTtlMs }),
+  drop: async (schema) => {
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}_copy" CASCADE`)
+  },
+  // As pg_dump and a restore of the dump: the tables are dropped, created again and refilled.
+  snapshot: async (schema) => {
+    const tables = ['worker_leases', 'lease_registry']
+    await pool.query(`CREATE SCHEMA "${schema}_copy"`)
+    for (const table of tables) {
+      await pool.query(
+        `CREATE TABLE "${schema}_copy".${table} (LIKE "${schema}".${table} INCLUDING ALL)`,
+      )
+      await pool.query(`INSERT INTO "${schema}_copy".${table} SELECT * FROM "${schema}".${table}`)
+    }
+    return async () => {
+      for (const table of tables) {
+        await pool.query(`DROP TABLE "${schema}".${table}`)
+        await pool.query(
+          `CREATE TABLE "${schema}".${table} (LIKE "${schema}_copy".${table} INCLUDING ALL)`,
+        )
+        await pool.query(`INSERT INTO "${schema}".${table} SELECT * FROM "${schema}_copy".${table}`)
+      }
+    }
+  },
+})
+
 describe('PostgresLeaseRegistry', () => {
+  it('waits maxTtlMs when its record was deleted while it holds leases', async () => {
+    const schema = `sf_record_${randomBytes(3).toString('hex')}`
+    const registry = new PostgresLeaseRegistry(pool, { schema, maxTtlMs: 500 })
+    const held = await LeasedSource.start({ sharding, registry, ttlMs: 500 })
+    try {
+      await pool.query(`DELETE FROM "${schema}".lease_registry`)
+      await expect(LeasedSource.start({ sharding, registry, ttlMs: 500 })).rejects.toThrow(
+        /grants no lease until/,
+      )
+    } finally {
+      await held.close()
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`)
+    }
+  })
+
+  it('refuses unknown options and values out of bounds, naming the closest option', () => {
+    expect(() => new PostgresLeaseRegistry(pool, { maxTTLMs: 5000 } as never)).toThrow(
+      /no option "maxTTLMs"\. Did you mean "maxTtlMs"\?/,
+    )
+    expect(() => new PostgresLeaseRegistry(pool, { timeoutMs: 0 })).toThrow(InvalidArgumentError)
+    expect(() => new PostgresLeaseRegistry(pool, { maxTtlMs: 50 })).toThrow(/maxTtlMs must be/)
+  })
+
   it('grants each holder its own worker with a growing token, and refuses when all are held', async () => {
     const registry = new PostgresLeaseRegistry(pool)
     const sources = await Promise.all(
@@ -189,4 +247,26 @@ describe('PostgresLeaseRegistry', () => {
       ]).toContain(code)
     }
   }, 60_000)
+})
+
+describe('PostgresLeaseRegistry with its server stopped (SIGSTOP)', () => {
+  let server: ThrowawayServer | undefined
+  afterAll(() => server?.stop())
+
+  it('fails start() with TIMED_OUT and returns from close() within timeoutMs', async () => {
+    server = await startPostgres()
+    const own = new pg.Pool({ connectionString: server.url, max: 4 })
+    own.on('error', () => {})
+    const registry = new PostgresLeaseRegistry(own, { timeoutMs: 300 })
+    const held = await LeasedSource.start({ sharding, registry })
+    held.nextIds(1, 10)
+    await server.kill('SIGSTOP')
+    onTestFinished(async () => {
+      await server?.kill('SIGCONT')
+      await own.end().catch(() => undefined)
+    })
+    await expect(LeasedSource.start({ sharding, registry })).rejects.toBeInstanceOf(TimedOutError)
+    await held.close() // the release is lost: the next holder waits for the TTL, above the mark
+    await expect(registry.list()).rejects.toBeInstanceOf(TimedOutError)
+  }, 30_000)
 })

@@ -9,6 +9,8 @@ interface LeasesFlags {
   database: string
   keyPrefix: string
   free?: string
+  restored?: boolean
+  maxTtl?: string
   json?: boolean
 }
 
@@ -18,7 +20,9 @@ type Registry = keyof typeof URL_VARIABLES
 /**
  * `shardflake leases <postgres|mysql|redis>` shows every worker of a lease registry: its holder,
  * fencing token, expiry and high-water mark; `--free <worker>` frees a worker whose holder is
- * known to be dead (its high-water mark stays, so the next holder still starts above it).
+ * known to be dead (its high-water mark stays, so the next holder still starts above it);
+ * `--restored` makes a registry restored from an older copy grant nothing for its `maxTtlMs`;
+ * `--max-ttl <ms>` records another `maxTtlMs`.
  */
 export function registerLeasesCommand(program: Command, io: CliIo): void {
   program
@@ -32,6 +36,11 @@ export function registerLeasesCommand(program: Command, io: CliIo): void {
     .option('--database <name>', 'MySQL/MariaDB database of the lease tables', 'shardflake')
     .option('--key-prefix <prefix>', 'Redis key prefix of the registry', 'shardflake:')
     .addOption(new Option('--free <worker>', 'free this worker (its holder is known to be dead)'))
+    .option(
+      '--restored',
+      'the registry was restored from an older copy: grant nothing for its maxTtlMs',
+    )
+    .option('--max-ttl <ms>', "record this maxTtlMs (every process's registries must use it)")
     .option('--json', 'print JSON only')
     .action(async (registry: string, flags: LeasesFlags) => {
       const kind = readRegistry(registry)
@@ -42,19 +51,30 @@ export function registerLeasesCommand(program: Command, io: CliIo): void {
         )
       }
       const worker = wholeNumberFlag('--free', flags.free)
-      const { open, close } = await connect(kind, url, flags)
-      const records = await runGuarded(
+      const maxTtlMs = wholeNumberFlag('--max-ttl', flags.maxTtl)
+      const { open, close } = await connect(kind, url, flags, maxTtlMs)
+      const { records, waitsUntil } = await runGuarded(
         `Could not read the leases in ${kind}`,
         async () => {
           const leases = await open()
+          if (maxTtlMs !== undefined) await leases.recordMaxTtl()
+          const waitsUntil = flags.restored ? await leases.quarantine() : undefined
           if (worker !== undefined) await leases.free(worker)
-          return leases.list()
+          return { records: await leases.list(), waitsUntil }
         },
         close,
       )
       if (flags.json) {
         io.stdout(JSON.stringify(records.map(describe), null, 2))
         return
+      }
+      if (maxTtlMs !== undefined) io.stdout(`recorded maxTtlMs ${maxTtlMs}`)
+      if (waitsUntil === null) {
+        io.stdout('This registry holds no record yet: there is nothing to wait for.')
+      } else if (waitsUntil) {
+        io.stdout(
+          `The registry grants no lease until ${waitsUntil.toISOString()}: every holder it may have forgotten has stopped by then.`,
+        )
       }
       if (worker !== undefined) io.stdout(`freed worker ${worker}`)
       if (records.length === 0) {
@@ -76,7 +96,9 @@ async function connect(
   kind: Registry,
   url: string,
   flags: LeasesFlags,
+  maxTtlMs: number | undefined,
 ): Promise<{ open: () => Promise<LeaseRegistry>; close: () => Promise<unknown> }> {
+  const options = maxTtlMs === undefined ? {} : { maxTtlMs }
   if (kind === 'postgres') {
     const [{ default: pg }, { PostgresLeaseRegistry }] = await Promise.all([
       import('pg'),
@@ -85,7 +107,7 @@ async function connect(
     const pool = new pg.Pool({ connectionString: url, max: 1 })
     pool.on('error', () => {})
     return {
-      open: async () => new PostgresLeaseRegistry(pool, { schema: flags.schema }),
+      open: async () => new PostgresLeaseRegistry(pool, { ...options, schema: flags.schema }),
       close: () => pool.end(),
     }
   }
@@ -96,7 +118,7 @@ async function connect(
     ])
     const pool = mysql.createPool({ uri: url, connectionLimit: 1 })
     return {
-      open: async () => new MysqlLeaseRegistry(pool, { database: flags.database }),
+      open: async () => new MysqlLeaseRegistry(pool, { ...options, database: flags.database }),
       close: () => pool.end(),
     }
   }
@@ -109,7 +131,7 @@ async function connect(
   return {
     open: async () => {
       await redis.connect()
-      return new RedisLeaseRegistry(redis, { keyPrefix: flags.keyPrefix })
+      return new RedisLeaseRegistry(redis, { ...options, keyPrefix: flags.keyPrefix })
     },
     close: async () => redis.disconnect(),
   }

@@ -3,6 +3,7 @@
  * processes it started, when this process exits (a run that dies half-way leaves none behind).
  */
 import { type ChildProcess, execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 
 const live = new Set<ChildProcess>()
 
@@ -26,14 +27,43 @@ export function track(child: ChildProcess): Promise<void> {
   })
 }
 
-/** Sends `signal` to `child` and every process it started (its process group), if it runs. */
+/**
+ * Sends `signal` to `child` and every process it started, if it runs: its process group, and
+ * its descendants that left the group (PostgreSQL's backends each start a session of their own, so
+ * a SIGSTOP of the group alone would leave every open connection answering).
+ */
 export function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return
+  const descendants = descendantsOf(child.pid)
   try {
     process.kill(-child.pid, signal)
   } catch {
     child.kill(signal)
   }
+  for (const pid of descendants) {
+    try {
+      process.kill(pid, signal)
+    } catch {}
+  }
+}
+
+/** The processes below `pid` (Linux `/proc`); none where that cannot be read. */
+function descendantsOf(pid: number): number[] {
+  const found: number[] = []
+  const walk = (parent: number) => {
+    let children: string
+    try {
+      children = readFileSync(`/proc/${parent}/task/${parent}/children`, 'utf8')
+    } catch {
+      return
+    }
+    for (const child of children.split(' ').filter(Boolean).map(Number)) {
+      found.push(child)
+      walk(child)
+    }
+  }
+  walk(pid)
+  return found
 }
 
 /**
