@@ -1,0 +1,92 @@
+import {
+  MissingShardKeyError,
+  type Sharding,
+  type ShardRule,
+  toBigInt,
+  toSigned64,
+} from '@shardflake/core'
+import { checkSuppliedId } from './supplied-ids'
+import type { TableSpec } from './tables'
+
+/** A column given as SQL (a reference, a subquery, `sql\`...\``): its value is not known before the query runs. */
+export const SQL_EXPRESSION: unique symbol = Symbol('an SQL expression')
+
+/** One new row as the plugin reads it: column name to value, or {@link SQL_EXPRESSION}. */
+export type RowValues = Record<string, unknown>
+
+/**
+ * Where the new rows of one table go: the shard rule applied to each row, and the check of IDs
+ * the caller gave. Nothing here allocates; callers plan every row first, so that a bad row
+ * leaves nothing allocated or written.
+ */
+export class Placement {
+  constructor(
+    readonly spec: TableSpec,
+    /** `undefined` for sources of plain IDs (ticket servers): shard rules do not apply. */
+    readonly sharding: Sharding | undefined,
+  ) {}
+
+  /**
+   * The logical shard of a new row without an ID.
+   * @throws MissingShardKeyError when the key or the parent ID is not set, or is given as SQL.
+   * @throws InvalidIdError, UnsafeNumberError for a parent ID that is not an exact 64-bit integer.
+   */
+  shardOf(row: RowValues): number {
+    if (!this.sharding) return 0
+    const { rule, label } = this.spec
+    const field = fieldOf(rule)
+    if (field !== undefined && row[field] === SQL_EXPRESSION) {
+      throw new MissingShardKeyError(
+        `The ${'shardBy' in rule ? 'shard key' : 'parent ID'} of a new row of ${label} is an SQL expression, whose value is not known before the INSERT runs. Pass the value itself (select it first), or give the row its ID.`,
+      )
+    }
+    return this.sharding.resolveShard(rule, plainValues(row), this.spec.name)
+  }
+
+  /**
+   * Checks an ID the caller gave a new row: an exact 64-bit integer, on the shard the rule gives
+   * when the rule can be evaluated (a row whose key is missing keeps the ID it was given).
+   * @returns the ID as the signed 64-bit value a BIGINT column stores
+   */
+  checkId(row: RowValues, id: unknown): bigint {
+    return toSigned64(checkSuppliedId(this.sharding, id, this.ruleShard(row), this.spec.label))
+  }
+
+  /** The shard the rule gives, or `undefined` when its key or parent is not known. */
+  private ruleShard(row: RowValues): number | undefined {
+    if (!this.sharding) return undefined
+    const field = fieldOf(this.spec.rule)
+    if (field !== undefined) {
+      const value = row[field]
+      if (value === null || value === undefined || value === SQL_EXPRESSION) return undefined
+    }
+    try {
+      return this.shardOf(row)
+    } catch (error) {
+      if (error instanceof MissingShardKeyError) return undefined
+      throw error
+    }
+  }
+}
+
+/** The column a rule names, if it names one. */
+function fieldOf(rule: ShardRule<RowValues>): string | undefined {
+  const field =
+    'shardBy' in rule ? rule.shardBy : 'sameShardAs' in rule ? rule.sameShardAs : undefined
+  return typeof field === 'string' ? field : undefined
+}
+
+/** The row without its SQL expressions, as a rule function sees it. */
+function plainValues(row: RowValues): RowValues {
+  for (const value of Object.values(row)) {
+    if (value === SQL_EXPRESSION) {
+      return Object.fromEntries(Object.entries(row).filter(([, v]) => v !== SQL_EXPRESSION))
+    }
+  }
+  return row
+}
+
+/** The ID a row of a table carries (a value the caller gave, or one the plugin filled), as a bigint. */
+export function idValue(value: unknown): bigint {
+  return toSigned64(toBigInt(value, 'ID'))
+}
