@@ -3,8 +3,8 @@ import type { ColumnType } from 'kysely'
 /**
  * The type of a sharded key column in your `DB` interface: read as a decimal string (what
  * node-postgres returns for `BIGINT`, and mysql2 with `bigNumberStrings: true`), optional on
- * insert (the plugin fills it; an ID you give may be a `bigint` or a decimal string), and never
- * updated: an ID names its row's shard for good.
+ * insert (the plugin fills it when left out or `null`; an ID you give may be a `bigint` or a
+ * decimal string), and never updated: an ID names its row's shard for good.
  *
  * @example
  * ```ts
@@ -17,6 +17,6 @@ import type { ColumnType } from 'kysely'
  */
 export type ShardedId<Read extends string | bigint = string> = ColumnType<
   Read,
-  bigint | string | undefined,
+  bigint | string | null | undefined,
   never
 >

@@ -67,7 +67,7 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
   #wrapped = false
 
   /** @throws InvalidShardRuleError, ShardOutOfRangeError, InvalidArgumentError, ConfigurationError */
-  constructor(options: ShardedIdsOptions<DB>) {
+  constructor(options: ShardedIdsOptions<NoInfer<DB>>) {
     checkKnownOptions('shardedIds()', options, ['source', 'tables'])
     const source: unknown = options.source
     if (
@@ -285,7 +285,9 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
  * })
  * ```
  */
-export function shardedIds<DB = AnyDatabase>(options: ShardedIdsOptions<DB>): ShardedIdsPlugin<DB> {
+export function shardedIds<DB = AnyDatabase>(
+  options: ShardedIdsOptions<NoInfer<DB>>,
+): ShardedIdsPlugin<DB> {
   return new ShardedIdsPlugin(options)
 }
 
