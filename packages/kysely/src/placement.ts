@@ -1,15 +1,12 @@
-import {
-  MissingShardKeyError,
-  type Sharding,
-  type ShardRule,
-  toBigInt,
-  toSigned64,
-} from '@shardflake/core'
+import { MissingShardKeyError, type Sharding, type ShardRule, toSigned64 } from '@shardflake/core'
 import { checkSuppliedId } from './supplied-ids'
 import type { TableSpec } from './tables'
 
 /** A column given as SQL (a reference, a subquery, `sql\`...\``): its value is not known before the query runs. */
 export const SQL_EXPRESSION: unique symbol = Symbol('an SQL expression')
+
+/** No key placed yet. */
+const NO_KEY: unique symbol = Symbol('no key')
 
 /** One new row as the plugin reads it: column name to value, or {@link SQL_EXPRESSION}. */
 export type RowValues = Record<string, unknown>
@@ -20,11 +17,19 @@ export type RowValues = Record<string, unknown>
  * leaves nothing allocated or written.
  */
 export class Placement {
+  /** The column a rule names (`shardBy: 'email'`), if it names one. */
+  readonly field: string | undefined
+  /** The last key (or parent ID) placed and its shard: rows of one batch often share them. */
+  #lastKey: unknown = NO_KEY
+  #lastShard = 0
+
   constructor(
     readonly spec: TableSpec,
     /** `undefined` for sources of plain IDs (ticket servers): shard rules do not apply. */
     readonly sharding: Sharding | undefined,
-  ) {}
+  ) {
+    this.field = fieldOf(spec.rule)
+  }
 
   /**
    * The logical shard of a new row without an ID.
@@ -32,15 +37,25 @@ export class Placement {
    * @throws InvalidIdError, UnsafeNumberError for a parent ID that is not an exact 64-bit integer.
    */
   shardOf(row: RowValues): number {
-    if (!this.sharding) return 0
-    const { rule, label } = this.spec
-    const field = fieldOf(rule)
-    if (field !== undefined && row[field] === SQL_EXPRESSION) {
+    const { sharding, field } = this
+    if (!sharding) return 0
+    const { rule, label, name } = this.spec
+    if (field === undefined) {
+      return sharding.resolveShard(rule, 'shard' in rule ? row : plainValues(row), name)
+    }
+    const key = row[field]
+    if (key === SQL_EXPRESSION) {
       throw new MissingShardKeyError(
         `The ${'shardBy' in rule ? 'shard key' : 'parent ID'} of a new row of ${label} is an SQL expression, whose value is not known before the INSERT runs. Pass the value itself (select it first), or give the row its ID.`,
       )
     }
-    return this.sharding.resolveShard(rule, plainValues(row), this.spec.name)
+    if (key === this.#lastKey) return this.#lastShard
+    const shard = sharding.resolveShard(rule, row, name)
+    if (typeof key === 'string' || typeof key === 'bigint' || typeof key === 'number') {
+      this.#lastKey = key
+      this.#lastShard = shard
+    }
+    return shard
   }
 
   /**
@@ -55,9 +70,8 @@ export class Placement {
   /** The shard the rule gives, or `undefined` when its key or parent is not known. */
   private ruleShard(row: RowValues): number | undefined {
     if (!this.sharding) return undefined
-    const field = fieldOf(this.spec.rule)
-    if (field !== undefined) {
-      const value = row[field]
+    if (this.field !== undefined) {
+      const value = row[this.field]
       if (value === null || value === undefined || value === SQL_EXPRESSION) return undefined
     }
     try {
@@ -84,9 +98,4 @@ function plainValues(row: RowValues): RowValues {
     }
   }
   return row
-}
-
-/** The ID a row of a table carries (a value the caller gave, or one the plugin filled), as a bigint. */
-export function idValue(value: unknown): bigint {
-  return toSigned64(toBigInt(value, 'ID'))
 }
