@@ -11,6 +11,9 @@
  * Each insert is by the next of `--authors` existing authors in turn (16: 16 shards), so a
  * shard's prefetch buffer is used by one insert in 16.
  *
+ * Each insert's wall time and this process's CPU time around it are kept: the CPU time is the
+ * client's own cost (the plugin's among it), which load on a shared machine stretches in wall time.
+ *
  * `--chart <file>` also writes every round's rows/s for bench-charts (see bench-charts/README.md):
  * one group per insert size, each mode against autoincrement.
  *
@@ -20,12 +23,15 @@
  * - in-process, plugin: the same source with the plugin alone (`db.withPlugin(ids)`)
  * - in-process, async:  the same source behind promises through the dialect: the path every
  *                       asynchronous source takes (pending keys filled as the query runs)
+ * - ids given:          the same generator's IDs made before the clock starts and inserted with
+ *                       no plugin: what carrying a 64-bit key in the INSERT costs by itself
  * - database:           PostgresSource (next_ids() in the database) with `prefetch: { size: 100 }`
  * - db, no prefetch:    the same source without prefetch: one next_ids() round trip per insert
  */
 import { writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
 import {
+  allocateIds,
   defineSharding,
   type IdSource,
   InProcessSource,
@@ -48,9 +54,9 @@ const sharding = defineSharding({ layout: instagram, logicalShards })
 // This run's own database names: two runs never drop each other's.
 const database = `${option('database') ?? 'sf_kysely_example'}_${process.pid}`
 const sizes = (option('sizes') ?? '1,1000').split(',').map(Number)
-/** Inserts per mode and round: about 400 rows (100 in quick runs), at least 3 inserts (1). */
+/** Inserts per mode and round: about 400 rows (100 in quick runs), at least 8 inserts (1). */
 const insertsPerRound = (size: number) =>
-  Math.max(quick ? 1 : 3, Math.round((quick ? 100 : 400) / size))
+  Math.max(quick ? 1 : 8, Math.round((quick ? 100 : 400) / size))
 const rounds = Number(option('rounds') ?? (quick ? 3 : 7))
 const chartAt = process.argv.indexOf('--chart')
 const chartFile = chartAt >= 0 ? process.argv[chartAt + 1] : undefined
@@ -129,13 +135,15 @@ const modes = {
   'in-process': open(pools.inProcess, inProcess),
   'in-process, plugin': open(pools.inProcess, inProcess, 'plugin'),
   'in-process, async': open(pools.inProcess, deferred),
+  'ids given': open(pools.inProcess),
   database: open(pools.main, prefetched),
   'db, no prefetch': open(pools.main, direct),
 }
 type Mode = keyof typeof modes
 const names = Object.keys(modes) as Mode[]
 const isAuto = (mode: Mode) => mode === 'autoincrement'
-const isInProcess = (mode: Mode) => mode.startsWith('in-process')
+/** The modes whose IDs the in-process generator makes: they write the in-process database. */
+const isInProcess = (mode: Mode) => mode.startsWith('in-process') || mode === 'ids given'
 
 // Existing authors, the same emails in every key scheme and database.
 const emails = Array.from({ length: authorCount }, (_, i) => `author${i}@example.com`)
@@ -163,6 +171,9 @@ const authorIds = {
   ).map((row) => row.id),
 }
 
+/** CPU time this process spent in the last {@link insert}, in ms (its own work, not the server's). */
+let lastCpuMs = 0
+
 /** One INSERT of `size` posts (one statement, keys returned); the time it took in ms. */
 async function insert(mode: Mode, size: number, seed: number): Promise<number> {
   const ids = isAuto(mode)
@@ -174,11 +185,24 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
     author_id: ids[(seed + (i % authorsPerInsert)) % ids.length]!,
     title: `post ${seed}.${i}`,
   }))
+  // 'ids given': keys made before the clock starts, inserted without the plugin.
+  const made =
+    mode === 'ids given'
+      ? allocateIds(
+          inProcess,
+          rows.map((row) => sharding.shardOfId(row.author_id)),
+        )
+      : undefined
+  const posts = made ? rows.map((row, i) => ({ ...row, id: made[i]! })) : rows
   const db = modes[mode]
+  const cpu = process.cpuUsage()
   const started = performance.now()
   if (isAuto(mode)) await db.insertInto('auto_posts').values(rows).returning('id').execute()
-  else await db.insertInto('posts').values(rows).returning('id').execute()
-  return performance.now() - started
+  else await db.insertInto('posts').values(posts).returning('id').execute()
+  const elapsed = performance.now() - started
+  const used = process.cpuUsage(cpu)
+  lastCpuMs = (used.user + used.system) / 1000
+  return elapsed
 }
 
 const median = (values: number[]) => {
@@ -200,6 +224,8 @@ interface Result {
   ratioMax: number
   p50Ms: number
   p99Ms: number
+  /** This process's CPU time per insert (median): building, compiling, sending, reading back. */
+  cpuMsPerInsert: number
   roundTripsPerInsert: number | null
 }
 const results: Result[] = []
@@ -212,6 +238,7 @@ for (const size of sizes) {
   const throughput = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const ratios = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const latencies = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const cpuTimes = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const calls = new Map<Mode, number>(names.map((mode) => [mode, 0]))
   for (let round = 0; round <= rounds; round++) {
     const total = new Map<Mode, number>(names.map((mode) => [mode, 0]))
@@ -225,6 +252,7 @@ for (const size of sizes) {
         if (round === 0) continue // warm-up
         total.set(mode, total.get(mode)! + elapsed)
         latencies.get(mode)!.push(elapsed)
+        cpuTimes.get(mode)!.push(lastCpuMs)
         calls.set(mode, calls.get(mode)! + roundTrips - before)
       }
     }
@@ -246,6 +274,7 @@ for (const size of sizes) {
       ratioMax: Number(Math.max(...modeRatios).toFixed(3)),
       p50Ms: Number(percentile(latencies.get(mode)!, 50).toFixed(2)),
       p99Ms: Number(percentile(latencies.get(mode)!, 99).toFixed(2)),
+      cpuMsPerInsert: Number(median(cpuTimes.get(mode)!).toFixed(3)),
       roundTripsPerInsert:
         mode === 'database' || mode === 'db, no prefetch'
           ? Number((calls.get(mode)! / (rounds * inserts)).toFixed(2))
@@ -260,7 +289,7 @@ if (chartFile) {
     title: 'Kysely inserts on PostgreSQL: sharded keys from the plugin against BIGSERIAL',
     unit: 'rows/s',
     note: [
-      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds after a warm-up, about ${quick ? 100 : 400} rows per mode and round, inserts by ${authorCount} authors in turn (${authorsPerInsert} per insert), prefetched IDs kept ${prefetchMaxAgeMs} ms, Node ${process.versions.node}`,
+      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds after a warm-up; per mode and round ${sizes.map((size) => `${insertsPerRound(size)} inserts of ${size}`).join(', ')}; inserts by ${authorCount} authors in turn (${authorsPerInsert} per insert), prefetched IDs kept ${prefetchMaxAgeMs} ms, Node ${process.versions.node}`,
       `Load average ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)} on ${availableParallelism()} cores at the start and end of the run`,
     ],
     baseline: 'autoincrement',
@@ -313,11 +342,11 @@ if (json) {
     `Kysely + PostgreSQL: inserts with RETURNING id, ${rounds} rounds, medians; ratio = rows/s vs autoincrement in the same round (min..max over rounds)\n`,
   )
   console.log(
-    `${'rows'.padStart(5)}  ${'mode'.padEnd(18)} ${'rows/s'.padStart(8)} ${'ratio'.padStart(6)} ${'min..max'.padStart(11)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  round trips/insert`,
+    `${'rows'.padStart(5)}  ${'mode'.padEnd(18)} ${'rows/s'.padStart(8)} ${'ratio'.padStart(6)} ${'min..max'.padStart(11)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'cpu ms'.padStart(7)}  round trips/insert`,
   )
   for (const r of results) {
     console.log(
-      `${String(r.size).padStart(5)}  ${r.mode.padEnd(18)} ${String(r.rowsPerSecond).padStart(8)} ${r.ratio.toFixed(2).padStart(6)} ${`${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)}`.padStart(11)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)}  ${r.roundTripsPerInsert ?? '-'}`,
+      `${String(r.size).padStart(5)}  ${r.mode.padEnd(18)} ${String(r.rowsPerSecond).padStart(8)} ${r.ratio.toFixed(2).padStart(6)} ${`${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)}`.padStart(11)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)} ${r.cpuMsPerInsert.toFixed(2).padStart(7)}  ${r.roundTripsPerInsert ?? '-'}`,
     )
   }
   console.log(

@@ -108,18 +108,28 @@ export function rewriteInsert(
     )
   }
   const rows = (values as ValuesNode).values
+  // A rule naming a column reads that column only: one small row object serves every row.
+  const { field } = placement
+  const fieldIndex = field === undefined ? -1 : names.indexOf(field)
+  const wholeRows = field === undefined && !('shard' in placement.spec.rule)
+  const shared: RowValues = Object.create(null)
+  const rowOf = (item: ValuesItemNode): RowValues => {
+    if (wholeRows) return readRow(item, names)
+    if (field !== undefined) shared[field] = fieldIndex < 0 ? undefined : valueAt(item, fieldIndex)
+    return shared
+  }
   const missing: number[] = []
   const shards: number[] = []
-  rows.forEach((item, index) => {
-    const row = readRow(item, names)
-    const id = keyIndex < 0 ? undefined : row[column]
+  for (let index = 0; index < rows.length; index++) {
+    const item = rows[index]!
+    const id = keyIndex < 0 ? undefined : valueAt(item, keyIndex)
     if (id === undefined || id === null) {
-      shards.push(placement.shardOf(row))
+      shards.push(placement.shardOf(rowOf(item)))
       missing.push(index)
     } else if (id !== SQL_EXPRESSION && !(id instanceof PendingId)) {
-      placement.checkId(row, id)
+      placement.checkId(rowOf(item), id)
     }
-  })
+  }
   if (missing.length === 0) return node
   const ids = filler.fill(shards)
   const filled = new Array<unknown>(rows.length)
@@ -138,16 +148,13 @@ export function rewriteInsert(
 /** The values of one row by column name; a default is `undefined`, SQL is {@link SQL_EXPRESSION}. */
 export function readRow(item: ValuesItemNode, names: readonly string[]): RowValues {
   const row: RowValues = Object.create(null)
-  if (item.kind === 'PrimitiveValueListNode') {
-    names.forEach((name, i) => {
-      row[name] = item.values[i]
-    })
-  } else {
-    names.forEach((name, i) => {
-      row[name] = readValue(item.values[i])
-    })
-  }
+  for (let i = 0; i < names.length; i++) row[names[i]!] = valueAt(item, i)
   return row
+}
+
+/** The value of a row's column `index`; a default is `undefined`, SQL is {@link SQL_EXPRESSION}. */
+function valueAt(item: ValuesItemNode, index: number): unknown {
+  return item.kind === 'PrimitiveValueListNode' ? item.values[index] : readValue(item.values[index])
 }
 
 function readValue(node: OperationNode | undefined): unknown {

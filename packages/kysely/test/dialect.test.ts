@@ -80,6 +80,24 @@ for (const dialect of ['postgres', 'mysql'] as const) {
       expect(f.counting.idsIssued).toBe(2)
     })
 
+    if (dialect === 'mysql') {
+      it('fills pending IDs of a streamed INSERT too', async () => {
+        for await (const _ of f.db
+          .insertInto('keyed')
+          .values([{ shard_key: 'streamed 1' }, { shard_key: 'streamed 2' }])
+          .stream()) {
+          // drained: the INSERT has run
+        }
+        const rows = await f.rows(
+          `SELECT id, shard_key FROM keyed WHERE shard_key LIKE 'streamed %' ORDER BY shard_key`,
+        )
+        expect(rows).toHaveLength(2)
+        for (const row of rows) {
+          expect(f.shardOf(row.id)).toBe(f.sharding.shardForKey(String(row.shard_key)))
+        }
+      })
+    }
+
     it('refuses an asynchronous source on a Kysely without the dialect, before anything is drawn or written', async () => {
       const { counting } = f
       // A plugin whose dialect() was never called.
