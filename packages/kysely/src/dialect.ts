@@ -15,7 +15,7 @@ import {
   type RootOperationNode,
   type TransactionSettings,
 } from 'kysely'
-import { PendingId, sourceOf } from './pending-id'
+import { PendingId } from './pending-id'
 
 /** What the wrapped connections ask of the plugin. */
 export interface QueryInspector {
@@ -144,7 +144,8 @@ const NOTHING_FILLED: ReadonlyMap<PendingId, bigint> = new Map()
 /**
  * The query with every pending ID among its parameters replaced by an ID of its shard: one
  * `nextIds` call per shard (`nextId` for a shard that needs one, which a prefetching source serves
- * from its buffer); `undefined` when it has none.
+ * from its buffer); `undefined` when it has none. `filled` maps the pending ID to its ID when
+ * there was one (the one row whose ID becomes `insertId`).
  */
 async function fillPendingIds(
   compiled: CompiledQuery,
@@ -156,25 +157,27 @@ async function fillPendingIds(
     const value = parameters[i]
     if (!(value instanceof PendingId)) continue
     bySource ??= new Map()
-    const source = sourceOf(value)
+    const source = PendingId.sourceOf(value)
     const positions = bySource.get(source)
     if (positions) positions.push(i)
     else bySource.set(source, [i])
   }
   if (!bySource) return undefined
   const values = [...parameters]
-  const filled = new Map<PendingId, bigint>()
   await Promise.all(
     [...bySource].map(async ([source, positions]) => {
       const shards = positions.map((i) => (parameters[i] as PendingId).shard)
       const ids = await allocateIds(source, shards, context, { singleNextId: true })
       positions.forEach((position, i) => {
-        const id = toSigned64(ids[i]!)
-        filled.set(parameters[position] as PendingId, id)
-        values[position] = id
+        values[position] = toSigned64(ids[i]!)
       })
     }),
   )
+  const single = bySource.size === 1 ? [...bySource.values()][0]! : []
+  const filled: ReadonlyMap<PendingId, bigint> =
+    single.length === 1
+      ? new Map([[parameters[single[0]!] as PendingId, values[single[0]!] as bigint]])
+      : NOTHING_FILLED
   return { compiled: Object.freeze({ ...compiled, parameters: Object.freeze(values) }), filled }
 }
 

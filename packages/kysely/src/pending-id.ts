@@ -1,7 +1,5 @@
 import { ConfigurationError, type IdSource } from '@shardflake/core'
 
-const sources = new WeakMap<PendingId, IdSource>()
-
 /**
  * The key of a new row whose ID comes from an asynchronous source: the plugin puts it in the
  * query (so `.compile()` shows it among the parameters), and the dialect from
@@ -10,13 +8,22 @@ const sources = new WeakMap<PendingId, IdSource>()
  * written.
  */
 export class PendingId {
+  readonly #source: IdSource
+
   /** @param shard the logical shard the row's rule gives */
   constructor(
     readonly shard: number,
     source: IdSource,
   ) {
-    sources.set(this, source)
-    Object.freeze(this)
+    this.#source = source
+  }
+
+  /**
+   * The source a pending ID is to be drawn from.
+   * @internal
+   */
+  static sourceOf(pending: PendingId): IdSource {
+    return pending.#source
   }
 
   /** node-postgres calls this for a parameter: refuse, the ID was never filled. */
@@ -37,11 +44,6 @@ export class PendingId {
   toString(): string {
     return `PendingId(shard ${this.shard})`
   }
-}
-
-/** The source a pending ID is to be drawn from. */
-export function sourceOf(pending: PendingId): IdSource {
-  return sources.get(pending)!
 }
 
 function notFilled(): ConfigurationError {
