@@ -1,5 +1,5 @@
 import { MissingShardKeyError, type Sharding, type ShardRule, toSigned64 } from '@shardflake/core'
-import { checkSuppliedId } from './supplied-ids'
+import { checkKeyChange, checkSuppliedId } from './supplied-ids'
 import type { TableSpec } from './tables'
 
 /** A column given as SQL (a reference, a subquery, `sql\`...\``): its value is not known before the query runs. */
@@ -65,6 +65,18 @@ export class Placement {
    */
   checkId(row: RowValues, id: unknown): bigint {
     return toSigned64(checkSuppliedId(this.sharding, id, this.ruleShard(row), this.spec.label))
+  }
+
+  /**
+   * Checks a stored row whose rule's column a write sets to `key`: the ID must stay on the shard
+   * the new key gives (a key that is not a value, or a rule that is a function, is not checked).
+   * @param write names the write in the message: `'an update'`.
+   * @throws ShardKeyChangedError
+   */
+  checkMove(id: unknown, key: unknown, write: string): void {
+    if (this.field === undefined || key === SQL_EXPRESSION) return
+    const shard = this.ruleShard({ [this.field]: key })
+    checkKeyChange(this.sharding, id, shard, `${this.spec.label}, by ${write},`)
   }
 
   /** The shard the rule gives, or `undefined` when its key or parent is not known. */

@@ -18,6 +18,7 @@ import type {
   WhenNode,
   WithNode,
 } from 'kysely'
+import { checkUpdate, upsertKey } from './key-changes'
 import { PendingId } from './pending-id'
 import { type Placement, type RowValues, SQL_EXPRESSION } from './placement'
 
@@ -45,6 +46,10 @@ export function rewriteQuery(node: RootOperationNode, filler: InsertFiller): Roo
     return placement ? rewriteInsert(base, placement, filler) : base
   }
   if (base.kind === 'MergeQueryNode') return rewriteMerge(base, filler)
+  if (base.kind === 'UpdateQueryNode') {
+    const placement = filler.placementOf(base.table)
+    if (placement) checkUpdate(base, placement)
+  }
   return base
 }
 
@@ -118,6 +123,9 @@ export function rewriteInsert(
     if (field !== undefined) shared[field] = fieldIndex < 0 ? undefined : valueAt(item, fieldIndex)
     return shared
   }
+  // An upsert whose update sets the rule's column moves the stored row it lands on: checked
+  // (ShardKeyChangedError) for rows that give their ID, the row an upsert by ID lands on.
+  const upsert = upsertKey(node, placement)
   const missing: number[] = []
   const shards: number[] = []
   for (let index = 0; index < rows.length; index++) {
@@ -127,7 +135,11 @@ export function rewriteInsert(
       shards.push(placement.shardOf(rowOf(item)))
       missing.push(index)
     } else if (id !== SQL_EXPRESSION && !(id instanceof PendingId)) {
-      placement.checkId(rowOf(item), id)
+      const row = rowOf(item)
+      if (upsert !== undefined && upsert !== 'sql') {
+        placement.checkMove(id, upsert === 'row' ? row[field!] : upsert.value, 'an upsert')
+      }
+      placement.checkId(row, id)
     }
   }
   if (missing.length === 0) return node

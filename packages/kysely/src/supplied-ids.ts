@@ -1,9 +1,10 @@
 /**
- * The rule for an ID the caller gives a new row: it must name the shard the row's rule gives,
- * unless the write runs inside {@link trustSuppliedIds}.
+ * The rule for an ID the plugin did not make: the one a caller gives a new row, and the one of a
+ * stored row whose shard key an update or upsert sets. Either must name the shard the row's rule
+ * gives, unless the write runs inside {@link trustSuppliedIds}.
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { InvalidIdError, type Sharding, toBigInt } from '@shardflake/core'
+import { InvalidIdError, type Sharding, ShardKeyChangedError, toBigInt } from '@shardflake/core'
 
 const trusted = new AsyncLocalStorage<boolean>()
 
@@ -50,4 +51,26 @@ export function checkSuppliedId(
     )
   }
   return value
+}
+
+/**
+ * Checks a stored row whose shard key (or parent) an update or upsert sets: the rule, applied to
+ * the new key, must give the shard of the row's ID, because an ID never changes shard
+ * (`undefined`: the new key cannot be evaluated, nothing to check).
+ * @throws ShardKeyChangedError when the shards differ (outside {@link trustSuppliedIds}).
+ */
+export function checkKeyChange(
+  sharding: Sharding | undefined,
+  id: unknown,
+  ruleShard: number | undefined,
+  row: string,
+): void {
+  if (!sharding || ruleShard === undefined || trusted.getStore() === true) return
+  const value = toBigInt(id, `The ID of ${row}`)
+  const shard = sharding.layout.shardOf(value)
+  if (shard !== ruleShard) {
+    throw new ShardKeyChangedError(
+      `${row} ${value}: the new shard key puts the row on shard ${ruleShard}, but its ID is on shard ${shard}, and an ID never changes shard. Nothing was written. Keep the key on shard ${shard}, or write a new row (with a new ID) under the new key and delete this one.`,
+    )
+  }
 }
