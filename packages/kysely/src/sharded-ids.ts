@@ -262,6 +262,8 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
  * - Refused before anything is written or allocated: a row without its key or parent
  *   (`MissingShardKeyError`), INSERT ... SELECT without the key column, and `defaultValues()`
  *   unless the table has a fixed shard.
+ * - An upsert by ID, or an UPDATE naming its rows by key, that would move a stored row's key
+ *   (or parent) to another shard is refused (`ShardKeyChangedError`): an ID never changes shard.
  *
  * List it before plugins that rename columns (`CamelCasePlugin`): rules name columns as your
  * queries do.
