@@ -54,9 +54,9 @@ const sharding = defineSharding({ layout: instagram, logicalShards })
 // This run's own database names: two runs never drop each other's.
 const database = `${option('database') ?? 'sf_kysely_example'}_${process.pid}`
 const sizes = (option('sizes') ?? '1,1000').split(',').map(Number)
-/** Inserts per mode and round: about 400 rows (100 in quick runs), at least 8 inserts (1). */
+/** Inserts per mode and round: about 400 rows (100 in quick runs), at least 20 inserts (1). */
 const insertsPerRound = (size: number) =>
-  Math.max(quick ? 1 : 8, Math.round((quick ? 100 : 400) / size))
+  Math.max(quick ? 1 : 20, Math.round((quick ? 100 : 400) / size))
 const rounds = Number(option('rounds') ?? (quick ? 3 : 7))
 const chartAt = process.argv.indexOf('--chart')
 const chartFile = chartAt >= 0 ? process.argv[chartAt + 1] : undefined
