@@ -192,7 +192,7 @@ function contextOf(
 ): IdRequestContext {
   let previous: Promise<unknown> = Promise.resolve()
   return {
-    signal,
+    ...(signal && { signal }),
     query: (sql, params) => {
       const next = previous.then(async () => {
         const { rows } = await connection.executeQuery<Record<string, unknown>>(
