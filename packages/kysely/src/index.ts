@@ -1,0 +1,12 @@
+export { PendingId } from './pending-id'
+export type { ShardedId } from './sharded-id'
+export {
+  type AnyDatabase,
+  type Assigned,
+  type ShardedIdsOptions,
+  ShardedIdsPlugin,
+  type ShardedTables,
+  shardedIds,
+} from './sharded-ids'
+export { trustSuppliedIds } from './supplied-ids'
+export type { ShardedTable } from './tables'

@@ -1,0 +1,3 @@
+import { describeMatrix } from './support/matrix'
+
+describeMatrix('mysql')
