@@ -51,7 +51,7 @@ const LOSSY_COLUMNS = new Set(['PgBigInt53', 'MySqlBigInt53'])
  * @throws ShardOutOfRangeError for a fixed `shard` outside the logical shards.
  */
 export function findShardedTables(
-  schema: Record<string, unknown>,
+  schema: object,
   sharding: Sharding | undefined,
 ): Map<Table, ShardedTable> {
   const found = new Map<Table, ShardedTable>()

@@ -26,7 +26,7 @@ export interface ShardedIdsOptions {
    * object of tables. Every table with a {@link shardedId} column must be in it; other entries
    * (relations, enums, tables without one) are passed over.
    */
-  readonly schema: Record<string, unknown>
+  readonly schema: object
 }
 
 /**

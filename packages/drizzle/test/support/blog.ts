@@ -129,6 +129,13 @@ export interface BlogDb {
   /** The Drizzle database itself. */
   readonly drizzle: object
   insert(table: AnyTable, rows: Row[]): Promise<unknown>
+  /** Inserts and returns each row's `id` as Drizzle reports it: `returning()`, `$returningId()`. */
+  insertReturningIds(table: AnyTable, rows: Row[]): Promise<unknown[]>
+  /** A prepared insert of one row of `values` (placeholders allowed). */
+  prepareInsert(
+    table: AnyTable,
+    values: Row,
+  ): { execute(placeholders?: Record<string, unknown>): Promise<unknown> }
   /** The rows of `table` whose `column` equals `value`. */
   select(table: AnyTable, column: Column, value: unknown): Promise<Row[]>
   transaction(work: (tx: Pick<BlogDb, 'insert' | 'select'>) => Promise<void>): Promise<void>
@@ -146,16 +153,31 @@ export function connect(raw: RawDatabase): BlogDb {
     const db = pgDrizzle({ client: pool })
     type Q = Pick<typeof db, 'insert' | 'select'>
     const on = (q: Q): Pick<BlogDb, 'insert' | 'select'> => ({
-      insert: (table, rows) => q.insert(table as PgTable).values(rows),
+      insert: async (table, rows) => {
+        await q.insert(table as PgTable).values(rows)
+      },
       select: (table, column, value) =>
         q
           .select()
           .from(table as PgTable)
           .where(eq(column, value)),
     })
+    let statements = 0
     return {
       drizzle: db,
       ...on(db),
+      insertReturningIds: async (table, rows) =>
+        (
+          await db
+            .insert(table as PgTable)
+            .values(rows)
+            .returning()
+        ).map((row) => (row as Row).id),
+      prepareInsert: (table, values) =>
+        db
+          .insert(table as PgTable)
+          .values(values)
+          .prepare(`sf_insert_${++statements}`),
       transaction: (work) => db.transaction((tx) => work(on(tx))),
       close: () => pool.end(),
     }
@@ -169,7 +191,9 @@ export function connect(raw: RawDatabase): BlogDb {
   const db = mysqlDrizzle({ client: pool })
   type Q = Pick<typeof db, 'insert' | 'select'>
   const on = (q: Q): Pick<BlogDb, 'insert' | 'select'> => ({
-    insert: (table, rows) => q.insert(table as MySqlTable).values(rows),
+    insert: async (table, rows) => {
+      await q.insert(table as MySqlTable).values(rows)
+    },
     select: (table, column, value) =>
       q
         .select()
@@ -179,6 +203,18 @@ export function connect(raw: RawDatabase): BlogDb {
   return {
     drizzle: db,
     ...on(db),
+    insertReturningIds: async (table, rows) =>
+      (
+        await db
+          .insert(table as MySqlTable)
+          .values(rows)
+          .$returningId()
+      ).map((row) => (row as Row).id),
+    prepareInsert: (table, values) =>
+      db
+        .insert(table as MySqlTable)
+        .values(values)
+        .prepare(),
     transaction: (work) => db.transaction((tx) => work(on(tx))),
     close: () => pool.end(),
   }
