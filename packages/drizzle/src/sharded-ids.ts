@@ -49,13 +49,16 @@ export interface ShardedIdsOptions {
  * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
  * import { shardedIds } from '@shardflake/drizzle'
  * import { drizzle } from 'drizzle-orm/node-postgres'
- * import * as schema from './schema'
  *
  * const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
  * const db = drizzle({ connection: process.env.DATABASE_URL! })
- * const ids = shardedIds(db, { source: new InProcessSource({ sharding, shards: 'all' }), schema })
- *
- * const [user] = await db.insert(schema.users).values(await ids.assign(schema.users, [{ email: 'ada@example.com' }])).returning()
+ * // users and posts: tables with shardedId() columns (see shardedId)
+ * const ids = shardedIds(db, {
+ *   source: new InProcessSource({ sharding, shards: 'all' }),
+ *   schema: { users, posts },
+ * })
+ * const user = await ids.assign(users, { email: 'ada@example.com' })
+ * await db.insert(users).values(user)
  * ```
  */
 export function shardedIds(db: object, options: ShardedIdsOptions): ShardedIds {
@@ -147,6 +150,11 @@ export class ShardedIds {
     context?: IdRequestContext,
   ): Promise<R & InferInsertModel<T>>
   async assign(table: Table, rows: Row | Row[], context?: IdRequestContext): Promise<unknown> {
+    if (!this.#open) {
+      throw new ConfigurationError(
+        'ids.assign() after ids.close(): use the shardedIds() that is open now.',
+      )
+    }
     const sharded = this.shardedTable(table)
     const list = Array.isArray(rows) ? rows : [rows]
     const { key } = sharded
@@ -173,7 +181,8 @@ export class ShardedIds {
 
   /**
    * Detaches the schema's columns from the source, so that another `shardedIds()` may bind them
-   * (tests, hot reload). The source stays open: it is yours to close.
+   * (tests, hot reload); `assign()` refuses from then on. The source stays open: it is yours to
+   * close.
    */
   close(): void {
     this.#open = false

@@ -241,7 +241,10 @@ export function describeSchemaChecks(version: string): void {
       expect(() => shardedIds(db, { source, schema })).toThrow(ShardConflictError)
       await expect(first.assign(users(), { email: 'x' })).rejects.toThrow(ConfigurationError)
       first.close()
-      shardedIds(db, { source, schema }).close()
+      await expect(first.assign(schema.users, { email: 'x' })).rejects.toThrow(/after ids.close/)
+      const second = shardedIds(db, { source, schema })
+      expect(await second.assign(schema.users, { email: 'x' })).toHaveProperty('id')
+      second.close()
     })
 
     it(
