@@ -6,7 +6,7 @@
  * others because `ids.assign()` put them in the rows before the INSERT.
  *
  *   node src/bench.ts [--json] [--quick] [--sizes=1,1000] [--rounds=7] [--authors=1]
- *     [--database=sf_drizzle_example] [--prefetch=1000] [--prefetch-max-age-ms=1000] [--chart <file>]
+ *     [--database=sf_drizzle_example] [--prefetch=100] [--prefetch-max-age-ms=1000] [--chart <file>]
  *   (after `pnpm build`; PG_URL elsewhere than postgres://postgres@127.0.0.1:5432/test)
  *
  * Modes:
@@ -41,7 +41,7 @@ const sharding = defineSharding({ layout: instagram, logicalShards })
 const sizes = option('sizes', '1,1000').split(',').map(Number)
 const rounds = Number(option('rounds', quick ? '3' : '7'))
 const authorsPerInsert = Number(option('authors', '1'))
-const prefetchSize = Number(option('prefetch', '1000'))
+const prefetchSize = Number(option('prefetch', '100'))
 /**
  * How long prefetched IDs stay usable. The test passes a long one so that a slow, shared machine
  * cannot turn the round-trip count into a timing measurement.

@@ -5,7 +5,9 @@
  * - `build`:   Drizzle turning `.values(rows)` into SQL and parameters (`toSQL()`), no database;
  * - `raw`:     that SQL and those parameters sent with pg directly (driver, wire and server);
  * - `drizzle`: the whole INSERT through Drizzle (what the benchmark times), identity with
- *              `.returning({ id })`, sharded after `assign`.
+ *              `.returning({ id })`, sharded after `assign`;
+ * - `next_ids`: what a database source adds instead of the in-process one: one
+ *              `PostgresSource.nextIds(shard, N)` round trip (`next_ids(N)` in the database).
  * Every part alternates between the two key schemes, round after round; medians with min..max.
  *
  *   node src/insert-costs.ts [--rows=1000] [--rounds=15] [--authors=1] [--json]
@@ -13,6 +15,7 @@
 import { availableParallelism, loadavg } from 'node:os'
 import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { shardedIds } from '@shardflake/drizzle'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { drizzle } from 'drizzle-orm/node-postgres'
 import { npmVersion } from 'drizzle-orm/version'
 import pg from 'pg'
@@ -23,7 +26,7 @@ const option = (name: string, fallback: string) =>
 const size = Number(option('rows', '1000'))
 const rounds = Number(option('rounds', '15'))
 const authorsPerInsert = Number(option('authors', '1'))
-const repeats = Math.max(3, Math.round(3000 / size))
+const repeats = Math.max(3, Math.round(size === 1 ? 200 : 3000 / size))
 const loads = [loadavg()[0]!]
 
 const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
@@ -37,6 +40,10 @@ base.pathname = `/${name}`
 const pool = new pg.Pool({ connectionString: base.toString(), max: 2 })
 for (const sql of schemaSql) await pool.query(sql)
 const db = drizzle({ client: pool })
+await installPostgres(pool, { sharding, shards: 'all' })
+// Only timed: the IDs it makes are dropped, never stored next to the in-process source's (one
+// source per logical shard is the rule for IDs that are kept).
+const database = new PostgresSource({ sharding, databases: pool })
 const source = new InProcessSource({ sharding, shards: 'all' })
 const tables = shardedTables()
 const ids = shardedIds(db, { source, schema: tables })
@@ -69,8 +76,8 @@ const time = async (work: () => unknown): Promise<number> => {
   return performance.now() - started
 }
 
-type Part = 'assign' | 'build' | 'raw' | 'drizzle'
-const parts: Part[] = ['assign', 'build', 'raw', 'drizzle']
+type Part = 'assign' | 'build' | 'raw' | 'drizzle' | 'next_ids'
+const parts: Part[] = ['assign', 'build', 'raw', 'drizzle', 'next_ids']
 const samples = new Map<string, number[]>()
 const record = (key: string, ms: number) => samples.set(key, [...(samples.get(key) ?? []), ms])
 
@@ -90,6 +97,10 @@ async function measure(part: Part, scheme: 'identity' | 'sharded'): Promise<numb
       const rows = rowsOf(shardedAuthorIds)
       if (part === 'assign') {
         total += await time(() => ids.assign(tables.posts, rows))
+        continue
+      }
+      if (part === 'next_ids') {
+        total += await time(() => database.nextIds(r % 64, size))
         continue
       }
       if (part === 'drizzle') {
@@ -114,7 +125,8 @@ for (let round = 0; round <= rounds; round++) {
     const order =
       (round + parts.indexOf(part)) % 2 === 0 ? ['identity', 'sharded'] : ['sharded', 'identity']
     for (const scheme of order as ('identity' | 'sharded')[]) {
-      if (part === 'assign' && scheme === 'identity') continue // nothing to assign
+      // Nothing to assign, no IDs to fetch with the identity column.
+      if ((part === 'assign' || part === 'next_ids') && scheme === 'identity') continue
       const ms = await measure(part, scheme)
       if (round > 0) record(`${part} ${scheme}`, ms)
     }
@@ -163,6 +175,7 @@ if (process.argv.includes('--json')) {
 }
 
 ids.close()
+await database.close()
 await source.close()
 await pool.end()
 await admin.query(`DROP DATABASE IF EXISTS ${name}`)

@@ -157,7 +157,7 @@ export function shardWithoutRow(
   const shard = rule.shard()
   if (shard === undefined || shard === null) {
     throw new MissingShardKeyError(
-      `${where}: its shard function gave no shard (no scope is active?). Run the insert inside the scope that sets it, or give the ID yourself.`,
+      `${where}: its shard function gave no shard (no scope is active?). Run the insert inside the scope that sets it, and await it there: Drizzle builds the query, and asks for the ID, when it is awaited. Or give the ID yourself.`,
     )
   }
   return sharding.checkShard(shard, `${where}: the shard function's result`)

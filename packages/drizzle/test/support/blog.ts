@@ -129,6 +129,8 @@ export interface BlogDb {
   /** The Drizzle database itself. */
   readonly drizzle: object
   insert(table: AnyTable, rows: Row[]): Promise<unknown>
+  /** Drizzle's insert query itself, not yet awaited (Drizzle builds and runs it when awaited). */
+  query(table: AnyTable, rows: Row[]): PromiseLike<unknown>
   /** Inserts and returns each row's `id` as Drizzle reports it: `returning()`, `$returningId()`. */
   insertReturningIds(table: AnyTable, rows: Row[]): Promise<unknown[]>
   /** A prepared insert of one row of `values` (placeholders allowed). */
@@ -166,6 +168,7 @@ export function connect(raw: RawDatabase): BlogDb {
     return {
       drizzle: db,
       ...on(db),
+      query: (table, rows) => db.insert(table as PgTable).values(rows),
       insertReturningIds: async (table, rows) =>
         (
           await db
@@ -203,6 +206,7 @@ export function connect(raw: RawDatabase): BlogDb {
   return {
     drizzle: db,
     ...on(db),
+    query: (table, rows) => db.insert(table as MySqlTable).values(rows),
     insertReturningIds: async (table, rows) =>
       (
         await db

@@ -80,6 +80,21 @@ export function describeDefaultFn(version: string, dialect: Dialect): void {
       expect(source.idsIssued).toBe(0)
     })
 
+    it('asks for the ID when the query is awaited: awaited inside the scope it is placed, returned from the scope unawaited it is refused', async () => {
+      await tenantShard.run(
+        17,
+        async () => await db.query(tables.notes, [{ body: 'awaited in 17' }]),
+      )
+      const [row] = await raw.query("SELECT id FROM notes WHERE body = 'awaited in 17'")
+      expect(sharding.shardOfId(String(row?.id))).toBe(17)
+      const late = await Promise.resolve()
+        .then(() => tenantShard.run(17, () => db.query(tables.notes, [{ body: 'returned' }])))
+        .catch((e: unknown) => e)
+      expect(findError(late, MissingShardKeyError)).toBeInstanceOf(MissingShardKeyError)
+      expect((late as Error).message).toContain('await it there')
+      expect(await count("SELECT COUNT(*) FROM notes WHERE body = 'returned'")).toBe(0)
+    })
+
     it('refuses a row of a per-row rule that skipped assign() with MissingShardKeyError, writing nothing and spending no ID', async () => {
       const author: Row = await ids.assign(tables.authors, { email: 'default@example.com' })
       await db.insert(tables.authors, [author])
