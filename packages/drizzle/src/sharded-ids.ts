@@ -7,8 +7,9 @@ import {
   InvalidArgumentError,
   ShardConflictError,
   type ShardRule,
+  toBigInt,
 } from '@shardflake/core'
-import { getTableName, type InferInsertModel, is, Table } from 'drizzle-orm'
+import { getTableName, type InferInsertModel, is, Placeholder, SQL, Table } from 'drizzle-orm'
 import { checkLosslessClient, findShardedTables, type ShardedTable } from './checks'
 import { type Row, readsRow, shardWithoutRow } from './sharded-id'
 
@@ -120,16 +121,18 @@ export class ShardedIds {
   /**
    * Gives every row of `table` that has no ID one, by the column's rule, before you pass the rows
    * to `.values()`: one `nextIds` per shard, whatever the source. The rows are filled in place
-   * and returned. An ID you set is kept. A row without its shard key or parent is refused with
-   * `MissingShardKeyError` before any ID is made.
+   * and returned. An ID you set is kept (read exactly, in the column's mode; a `number` past 2^53
+   * is refused with `UnsafeNumberError`, an SQL expression or placeholder is left as it is). A row
+   * without its shard key or parent is refused with `MissingShardKeyError` before any ID is made.
    *
    * For a prepared insert, give the ID as a placeholder and each execution its own row:
    * `insert(posts).values({ id: sql.placeholder('id'), ... }).prepare(...)`, then
    * `.execute(await ids.assign(posts, { ... }))`.
    *
    * @param context passed to the source (`signal` to give up waiting).
-   * @throws MissingShardKeyError, ShardOutOfRangeError, InvalidIdError for a row that cannot be
-   * placed; ConfigurationError for a table without a shardedId() column or not in the schema.
+   * @throws MissingShardKeyError, ShardOutOfRangeError, InvalidIdError, UnsafeNumberError for a
+   * row that cannot be placed or an ID that is not an exact 64-bit integer; ConfigurationError for
+   * a table without a shardedId() column or not in the schema.
    * @example
    * ```ts
    * const rows = await ids.assign(posts, [
@@ -166,9 +169,15 @@ export class ShardedIds {
           `ids.assign(${sharded.name}, rows) takes row objects, got ${row === null ? 'null' : typeof row}.`,
         )
       }
-      if (row[key] !== undefined && row[key] !== null) continue
-      shards.push(this.shardOf(sharded, row))
-      pending.push(row)
+      const given = row[key]
+      if (given === undefined || given === null) {
+        shards.push(this.shardOf(sharded, row))
+        pending.push(row)
+      } else if (!is(given, SQL) && !is(given, Placeholder)) {
+        // A caller's ID, read exactly: a number past 2^53 has already lost digits (refused).
+        const id = toBigInt(given, `The ID given to a new row of ${sharded.name}`)
+        row[key] = sharded.mode === 'string' ? id.toString() : id
+      }
     }
     if (pending.length > 0) {
       const ids = await allocateIds(this.source, shards, context)

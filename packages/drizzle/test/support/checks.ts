@@ -10,7 +10,9 @@ import {
   InvalidShardRuleError,
   ShardConflictError,
   ShardOutOfRangeError,
+  UnsafeNumberError,
 } from '@shardflake/core'
+import { sql } from 'drizzle-orm'
 import { bigint as mysqlBigint, int as mysqlInt, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2'
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres'
@@ -245,6 +247,25 @@ export function describeSchemaChecks(version: string): void {
       const second = shardedIds(db, { source, schema })
       expect(await second.assign(schema.users, { email: 'x' })).toHaveProperty('id')
       second.close()
+    })
+
+    it("reads a caller's ID exactly in the column's mode, refuses a number past 2^53 before anything happens, and leaves SQL alone", async () => {
+      const schema = { users: users() }
+      const ids = shardedIds(db, { source, schema })
+      /** `assign` as JavaScript calls it, with IDs the types refuse. */
+      const assign = (row: object) =>
+        untyped<Promise<Record<string, unknown>>>(ids.assign.bind(ids), schema.users, row)
+      try {
+        const big = 4035797838097347587n
+        expect((await assign({ id: String(big), email: 'a' })).id).toBe(big)
+        expect((await assign({ id: 42, email: 'b' })).id).toBe(42n)
+        const unsafe = await assign({ id: Number(big), email: 'c' }).catch((e: unknown) => e)
+        expect(findError(unsafe, UnsafeNumberError)).toBeInstanceOf(UnsafeNumberError)
+        const placeholder = sql.placeholder('id')
+        expect((await assign({ id: placeholder, email: 'd' })).id).toBe(placeholder)
+      } finally {
+        ids.close()
+      }
     })
 
     it(
