@@ -91,7 +91,7 @@ function shardedColumnOf(table: PgTable | MySqlTable): ShardedTable | undefined 
     found = { table, name, key, column, spec, mode: checkIdColumn(where, column) }
     if (!isUniqueAlone(table, column)) {
       throw new ConfigurationError(
-        `${where} is neither the primary key nor unique on its own. Make it .primaryKey() (or .unique()): then the database refuses a repeated ID, which Drizzle would send if a prepared insert reused its default (drizzle-orm issue 1588).`,
+        `${where} is neither the primary key nor unique on its own. Make it .primaryKey() (or .unique()): then the database refuses a repeated ID, which Drizzle sends on every execution of a prepared insert that left the ID to its default.`,
       )
     }
   }
