@@ -9,9 +9,16 @@ import {
   type Dialect,
   findError,
   type RawDatabase,
+  testLeasedSharding,
   testSharding,
 } from '@shardflake/conformance'
-import { ConfigurationError, InProcessSource, MissingShardKeyError } from '@shardflake/core'
+import {
+  ConfigurationError,
+  InProcessSource,
+  LeasedSource,
+  MemoryLeaseRegistry,
+  MissingShardKeyError,
+} from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ShardedIds, shardedIds } from '../../src'
 import { type BlogDb, connect } from './blog'
@@ -149,6 +156,29 @@ export function describeDefaultFn(version: string, dialect: Dialect): void {
         expect(sharding.shardOfId(String(row?.id))).toBe(EVENTS_SHARD)
       } finally {
         asyncIds.close()
+      }
+    })
+
+    it('serves $defaultFn from a LeasedSource too (synchronous)', async () => {
+      const leasedSharding = testLeasedSharding()
+      const leased = await LeasedSource.start({
+        sharding: leasedSharding,
+        registry: new MemoryLeaseRegistry(),
+      })
+      const other = scopedTables(dialect)
+      const leasedIds = shardedIds(db.drizzle, { source: leased, schema: other })
+      try {
+        const reported = await db.insertReturningIds(other.events, [
+          { body: 'leased 1' },
+          { body: 'leased 2' },
+        ])
+        const stored = await raw.query("SELECT id FROM events WHERE body LIKE 'leased %'")
+        expect(new Set(stored.map((row) => String(row.id)))).toEqual(new Set(reported.map(String)))
+        for (const row of stored)
+          expect(leasedSharding.shardOfId(String(row.id))).toBe(EVENTS_SHARD)
+      } finally {
+        leasedIds.close()
+        await leased.close()
       }
     })
 
