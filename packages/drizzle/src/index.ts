@@ -1,0 +1,2 @@
+export { type DefaultFnColumn, type ShardedIdRule, shardedId } from './sharded-id'
+export { ShardedIds, type ShardedIdsOptions, shardedIds } from './sharded-ids'

@@ -1,0 +1,3 @@
+import { describeSchemaChecks } from '../support/checks'
+
+describeSchemaChecks('0.45')

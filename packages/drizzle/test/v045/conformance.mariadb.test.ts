@@ -1,0 +1,3 @@
+import { describeInProcess } from '../support/adapters'
+
+describeInProcess('0.45', 'mysql')

@@ -1,0 +1,3 @@
+import { describeDatabaseSources } from '../support/adapters'
+
+describeDatabaseSources('1.0')

@@ -1,0 +1,4 @@
+import { describePreparedInserts } from '../support/prepared'
+
+describePreparedInserts('1.0', 'postgres')
+describePreparedInserts('1.0', 'mysql')
