@@ -30,5 +30,6 @@ export type {
   ThrowawayServer,
 } from './servers/throwaway-server'
 export { testLeasedSharding, testSharding } from './shardings'
+export { type WatchedSockets, watchSockets } from './sockets'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'
 export { asAsync, CountingSource, withClose } from './source-wrappers'
