@@ -12,6 +12,7 @@ export function quoteIdentifier(kind: string, value: unknown): string {
  * @throws InvalidIdentifierError
  */
 export function quoteQualified(kind: string, value: string): string {
+  if (typeof value !== 'string') throw new InvalidIdentifierError(kind, String(value))
   const parts = value.split('.')
   if (parts.length > 2) throw new InvalidIdentifierError(kind, value)
   return parts.map((part) => quoteIdentifier(kind, part)).join('.')
