@@ -103,8 +103,9 @@ export class PostgresSource implements IdSource {
    *   `timeoutMs` out of bounds or a bad prefetch size.
    */
   constructor(options: PostgresSourceOptions) {
+    // A missing sharding first: its message names logicalShards (a layout alone is not enough).
+    const sharding = requireSharding(options?.sharding, 'PostgresSource')
     checkKnownOptions('PostgresSource options', options, SOURCE_OPTIONS)
-    const sharding = requireSharding(options.sharding, 'PostgresSource')
     sharding.layout.checkGenerating()
     this.sharding = sharding
     this.shardMap = toShardMap(sharding, options.databases, options.shards)

@@ -126,9 +126,9 @@ describe('arguments', () => {
   })
 
   it('options of the wrong type: typed, before anything runs', async () => {
-    expect(await errorOf(() => call(installPostgres, pool, undefined))).toBeInstanceOf(
-      InvalidArgumentError,
-    )
+    const none = await errorOf(() => call(installPostgres, pool, undefined))
+    expect(none).toBeInstanceOf(ConfigurationError)
+    expect(none.message).toContain('logicalShards')
     expect(
       await errorOf(() => call(installPostgres, pool, { sharding, shards: [0], onProgress: 5 })),
     ).toBeInstanceOf(InvalidArgumentError)

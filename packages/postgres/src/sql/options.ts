@@ -123,8 +123,9 @@ export function resolveSqlOptions(
   options: PostgresSqlOptions,
   check?: { where: string; more?: readonly string[] },
 ): ResolvedSqlOptions {
-  if (check) checkKnownOptions(check.where, options, [...SQL_OPTIONS, ...(check.more ?? [])])
+  // A missing sharding first: its message names logicalShards (a layout alone is not enough).
   const sharding = requireSharding(options?.sharding, 'The PostgreSQL SQL')
+  if (check) checkKnownOptions(check.where, options, [...SQL_OPTIONS, ...(check.more ?? [])])
   const { layout } = sharding
   layout.checkGenerating()
   if (layout.order.indexOf('time') > layout.order.indexOf('sequence')) {
