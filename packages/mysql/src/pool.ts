@@ -23,8 +23,15 @@ export const BIG_NUMBER_OPTIONS = { supportBigNumbers: true, bigNumberStrings: t
  * ```ts
  * const pool = await createMysqlPool(process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test')
  * ```
+ * @throws InvalidArgumentError for a URL that does not parse.
  */
 export async function createMysqlPool(config: string | PoolOptions): Promise<Pool> {
+  const uri = typeof config === 'string' ? config : config?.uri
+  if (uri !== undefined && (typeof uri !== 'string' || !URL.canParse(uri))) {
+    throw new InvalidArgumentError(
+      `createMysqlPool needs a connection URL like mysql://user:password@host:3306/database, got ${describeValue(uri)}.`,
+    )
+  }
   const mysql = await import('mysql2/promise')
   const createPool = mysql.createPool ?? mysql.default.createPool
   const options: PoolOptions = typeof config === 'string' ? { uri: config } : { ...config }
