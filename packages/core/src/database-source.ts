@@ -61,6 +61,7 @@ export interface DatabaseSourceOptions<T> {
  * The shard map of a source's `databases` (and `shards`, with one database).
  * @throws ShardingMismatchError for a ShardMap of another sharding.
  * @throws ConfigurationError for an empty `shards` list, or no `databases`.
+ * @throws InvalidArgumentError for a list of `databases` holding something else than ranges.
  */
 export function toShardMap<T>(
   sharding: Sharding,
@@ -71,7 +72,16 @@ export function toShardMap<T>(
     sharding.checkSame(databases.sharding, 'The shard map given as databases')
     return databases
   }
-  if (Array.isArray(databases)) return new ShardMap(sharding, databases as ShardRange<T>[])
+  if (Array.isArray(databases)) {
+    databases.forEach((range: unknown, index) => {
+      if (typeof range !== 'object' || range === null || Array.isArray(range)) {
+        throw new InvalidArgumentError(
+          `databases[${index}] must be a range of logical shards { from, to, target }, got ${describeValue(range)}.`,
+        )
+      }
+    })
+    return new ShardMap(sharding, databases as ShardRange<T>[])
+  }
   if (typeof databases !== 'string' && (typeof databases !== 'object' || databases === null)) {
     throw new ConfigurationError(
       'A database source needs databases: a pool or URL (with shards), ranges of logical shards to pools or URLs, or a ShardMap.',
@@ -79,7 +89,7 @@ export function toShardMap<T>(
   }
   const target = databases as T
   if (shards === undefined || shards === 'all') return ShardMap.single(sharding, target)
-  if (typeof shards === 'object' && !Array.isArray(shards)) {
+  if (typeof shards === 'object' && shards !== null && !Array.isArray(shards)) {
     const { from, to } = shards as { from: number; to: number }
     return new ShardMap(sharding, [{ from, to, target }])
   }

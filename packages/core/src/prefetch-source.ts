@@ -225,7 +225,7 @@ export class PrefetchSource implements IdSource {
     checkCount(count)
     this.sharding?.checkShard(shard)
     return await this.calls.run(
-      `nextIds(${count}) of logical shard ${String(shard)}`,
+      `nextIds(${count}) of logical shard ${typeof shard === 'number' ? shard : describeValue(shard)}`,
       context?.signal,
       (signal) => this.buffers.take(shard, count, signal),
     )
