@@ -11,6 +11,7 @@ export {
   postgresUrl,
   type RawDatabase,
 } from './databases'
+export { anyValue, mangledOptions, outcomeOf, watchUnhandled } from './fuzz'
 export {
   describePlainIdAdapter,
   type PlainBlogThroughOrm,
