@@ -1,4 +1,9 @@
-import { checkIdentifier, InvalidArgumentError, InvalidIdentifierError } from '@shardflake/core'
+import {
+  checkIdentifier,
+  describeValue,
+  InvalidArgumentError,
+  InvalidIdentifierError,
+} from '@shardflake/core'
 
 export { checkIdentifier }
 
@@ -63,6 +68,8 @@ export function setDefaultSql(options: {
 
 function checkShardNumber(shard: number): void {
   if (!Number.isSafeInteger(shard) || shard < 0) {
-    throw new InvalidArgumentError(`A shard number must be an integer >= 0, got ${String(shard)}.`)
+    throw new InvalidArgumentError(
+      `A shard number must be an integer >= 0, got ${describeValue(shard)}.`,
+    )
   }
 }

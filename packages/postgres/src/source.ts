@@ -20,7 +20,7 @@ import {
   toShardMap,
   withDeadline,
 } from '@shardflake/core'
-import type { SqlClient } from './client'
+import { checkClient, type SqlClient } from './client'
 import { type Call, Connections, type PostgresDatabase, type Rows } from './connections'
 import { translatePostgresError } from './errors'
 import { checkInstalled, readShardingFrom } from './installer'
@@ -109,6 +109,9 @@ export class PostgresSource implements IdSource {
     sharding.layout.checkGenerating()
     this.sharding = sharding
     this.shardMap = toShardMap(sharding, options.databases, options.shards)
+    for (const target of this.shardMap.targets()) {
+      if (typeof target !== 'string') checkClient('PostgresSource (databases)', target)
+    }
     this.schemaPrefix = checkIdentifier('schema prefix', options.schemaPrefix ?? 'shard_')
     this.schema = checkIdentifier('schema', options.schema ?? 'shardflake')
     shardSchemaName(sharding.logicalShards - 1, this.schemaPrefix)

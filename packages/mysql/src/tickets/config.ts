@@ -105,6 +105,11 @@ export function resolveTicketConfig(
       `servers must not be empty: give ${where} a list of mysql2 pools, one per ticket server (or { pool, offset, database } each), got ${describeValue(options.servers)}.`,
     )
   }
+  if (options.useServerSettings !== undefined && typeof options.useServerSettings !== 'boolean') {
+    throw new InvalidArgumentError(
+      `useServerSettings must be true or false, got ${describeValue(options.useServerSettings)}.`,
+    )
+  }
   const sequence = checkIdentifier('sequence', options.sequence)
   const defaultDatabase = checkIdentifier('database', options.database ?? 'tickets')
   const increment = options.increment ?? options.servers.length

@@ -1,6 +1,7 @@
 import {
   ConfigurationError,
   checkCount,
+  describeValue,
   Failover,
   type IdRequestContext,
   type IdSource,
@@ -97,7 +98,7 @@ export class TicketServerSource implements IdSource {
     if (!Number.isSafeInteger(shard) || shard < 0) {
       throw new ShardOutOfRangeError(
         shard,
-        `Shard ${String(shard)} is not a shard number (ticket IDs carry no shard, but the argument is still checked).`,
+        `Shard ${typeof shard === 'number' ? shard : describeValue(shard)} is not a shard number (ticket IDs carry no shard, but the argument is still checked).`,
       )
     }
     return await this.calls.run(
