@@ -1,5 +1,6 @@
 import {
   checkIdentifier,
+  checkKnownOptions,
   describeValue,
   InvalidArgumentError,
   InvalidIdentifierError,
@@ -45,6 +46,7 @@ export function shardSchemaName(shard: number, prefix = 'shard_'): string {
  * ```
  */
 export function defaultClause(shard: number, options: { schemaPrefix?: string } = {}): string {
+  checkKnownOptions('defaultClause options', options, ['schemaPrefix'])
   checkShardNumber(shard)
   return `DEFAULT ${quoteIdentifier('schema', shardSchemaName(shard, options.schemaPrefix))}.next_id()`
 }
@@ -61,9 +63,11 @@ export function setDefaultSql(options: {
   column?: string
   schemaPrefix?: string
 }): string {
+  checkKnownOptions('setDefaultSql options', options, ['table', 'shard', 'column', 'schemaPrefix'])
   const table = quoteQualified('table', options.table)
   const column = quoteIdentifier('column', options.column ?? 'id')
-  return `ALTER TABLE ${table} ALTER COLUMN ${column} SET ${defaultClause(options.shard, options)}`
+  const clause = defaultClause(options.shard, { schemaPrefix: options.schemaPrefix })
+  return `ALTER TABLE ${table} ALTER COLUMN ${column} SET ${clause}`
 }
 
 function checkShardNumber(shard: number): void {

@@ -9,6 +9,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   commonSql,
+  defaultClause,
   fenceSql,
   installPostgres,
   movePostgresShards,
@@ -17,6 +18,7 @@ import {
   readInstalledSharding,
   readInstalledShards,
   setDefault,
+  setDefaultSql,
   shardSql,
 } from '../src/index'
 import { createDatabase, dropDatabase, PG_URL, RUN, sharding } from './helpers'
@@ -89,6 +91,14 @@ describe('misspelled options are refused, naming the closest known one', () => {
       [
         () => call(setDefault, pool, { table: 'posts', shard: 1, colum: 'id' }),
         'Did you mean "column"?',
+      ],
+      [
+        () => call(setDefaultSql, { table: 'posts', shard: 1, schemaPrefx: 'app_' }),
+        'setDefaultSql options has no option "schemaPrefx". Did you mean "schemaPrefix"?',
+      ],
+      [
+        () => call(defaultClause, 1, { schema_prefix: 'app_' }),
+        'defaultClause options has no option "schema_prefix". Did you mean "schemaPrefix"?',
       ],
       [
         () =>
