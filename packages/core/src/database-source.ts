@@ -316,6 +316,25 @@ export class RunningCalls {
   }
 
   /**
+   * What {@link run} checks before it starts a call, for a call that may finish without waiting
+   * (an ID a buffer holds): the source is open, and the caller's `signal` is an `AbortSignal`
+   * that has not aborted.
+   * @throws ConfigurationError when the source is closed.
+   * @throws InvalidArgumentError when `signal` is not an `AbortSignal`.
+   * @throws CancelledError when `signal` has aborted.
+   */
+  check(what: string, signal: AbortSignal | undefined): void {
+    this.checkOpen()
+    checkSignal(signal, what)
+    if (signal?.aborted) {
+      throw new CancelledError(
+        `The call to ${what} was cancelled by the caller before it started.`,
+        { cause: signal.reason },
+      )
+    }
+  }
+
+  /**
    * Runs one call. `work` gets a signal that aborts when the caller's `signal` aborts or the
    * source closes: hand it to `withDeadline` (or the driver), so the work stops too. The call
    * rejects with `CancelledError` as soon as the source closes.
@@ -329,14 +348,7 @@ export class RunningCalls {
     work: (signal: AbortSignal) => Promise<T>,
   ): Promise<T> {
     try {
-      this.checkOpen()
-      checkSignal(signal, what)
-      if (signal?.aborted) {
-        throw new CancelledError(
-          `The call to ${what} was cancelled by the caller before it started.`,
-          { cause: signal.reason },
-        )
-      }
+      this.check(what, signal)
     } catch (error) {
       return Promise.reject(error)
     }

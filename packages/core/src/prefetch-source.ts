@@ -78,6 +78,21 @@ export class PrefetchBuffers {
   }
 
   /**
+   * `count` IDs of a shard, ascending, when the buffer holds that many fresh ones; else
+   * `undefined`, and nothing is taken. No waiting: the path of a buffer hit.
+   * @throws InvalidArgumentError for a count that is not an integer from 1 to 1,000,000.
+   */
+  takeReady(shard: number, count: number): bigint[] | undefined {
+    checkCount(count)
+    const buffer = this.buffers.get(shard)
+    if (!buffer || Date.now() - buffer.fetchedAt > this.maxAgeMs) return undefined
+    if (buffer.ids.length - buffer.next < count) return undefined
+    const start = buffer.next
+    buffer.next += count
+    return buffer.ids.slice(start, buffer.next)
+  }
+
+  /**
    * `count` IDs of a shard, ascending: what the buffer holds first, then one fetch for the rest
    * (plus {@link PrefetchOptions.size} more for the next callers, at most 1,000,000 in all).
    * @throws InvalidArgumentError for a count that is not an integer from 1 to 1,000,000.
@@ -224,10 +239,14 @@ export class PrefetchSource implements IdSource {
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     this.sharding?.checkShard(shard)
-    return await this.calls.run(
-      `nextIds(${count}) of logical shard ${typeof shard === 'number' ? shard : describeValue(shard)}`,
-      context?.signal,
-      (signal) => this.buffers.take(shard, count, signal),
+    const what = `nextIds(${count}) of logical shard ${typeof shard === 'number' ? shard : describeValue(shard)}`
+    // A buffer hit needs no waiting, so nothing to end on close: served at once.
+    this.calls.check(what, context?.signal)
+    return (
+      this.buffers.takeReady(shard, count) ??
+      (await this.calls.run(what, context?.signal, (signal) =>
+        this.buffers.take(shard, count, signal),
+      ))
     )
   }
 

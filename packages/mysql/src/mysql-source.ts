@@ -171,6 +171,12 @@ export class MysqlSource implements IdSource {
     checkServedShard(this.shardMap, shard)
     const query = context?.query && this.useContext(shard) ? context.query : undefined
     const buffers = this.buffers
+    if (buffers && !query) {
+      // A buffer hit needs no waiting, so nothing to end on close: served at once.
+      this.calls.check(this.what(shard), context?.signal)
+      const ready = buffers.takeReady(shard, count)
+      if (ready) return ready
+    }
     return await this.calls.run(this.what(shard), context?.signal, async (signal) =>
       buffers && !query
         ? await buffers.take(shard, count, signal)

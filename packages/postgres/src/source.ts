@@ -161,6 +161,12 @@ export class PostgresSource implements IdSource {
     // A call on the caller's connection takes exactly what it returns; buffers use the pools.
     const query = context?.query && this.useContext(shard) ? context.query : undefined
     const buffers = this.buffers
+    if (buffers && !query) {
+      // A buffer hit needs no waiting, so nothing to bound or to end on close: served at once.
+      this.calls.check(what, context?.signal)
+      const ready = buffers.takeReady(shard, count)
+      if (ready) return ready
+    }
     return await this.calls.run(what, context?.signal, (signal) =>
       buffers && !query
         ? withDeadline(() => buffers.take(shard, count, signal), {
