@@ -205,6 +205,23 @@ export interface TrackedSocket {
  * source can wait for them to close after a graceful end, and destroy those that do not: a
  * connection to a server that stopped answering otherwise stays half-closed, and keeps the
  * process alive, until the server wakes up.
+ * @example
+ * ```ts
+ * import { Socket } from 'node:net'
+ * import { closeWithin, OpenSockets } from '@shardflake/core'
+ * declare function endPool(): Promise<void> // a pool whose driver makes its sockets with `stream`
+ *
+ * const sockets = new OpenSockets<Socket>()
+ * const stream = () => sockets.add(new Socket()) // the pool's stream factory (pg, mysql2)
+ * await closeWithin(
+ *   2000,
+ *   async () => {
+ *     await endPool()
+ *     await sockets.closed()
+ *   },
+ *   () => sockets.destroy(),
+ * )
+ * ```
  */
 export class OpenSockets<S extends TrackedSocket = TrackedSocket> {
   private readonly open = new Set<S>()
