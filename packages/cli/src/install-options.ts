@@ -15,6 +15,7 @@ export interface ShardFlags extends LayoutFlags {
   shards: string
   schemaPrefix: string
   url?: string
+  connectTimeoutMs?: string
 }
 
 /**
@@ -81,6 +82,29 @@ export function wholeNumberFlag(flag: string, value: string | undefined): number
     )
   }
   return Number(value)
+}
+
+/**
+ * How long `install` and `move` wait, by default, for a server to accept the connection and
+ * complete its handshake (as mysql2's own default): a host and port that accept the connection
+ * but are not that database (another service, a stopped server) fail within it, typed.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000
+
+/** Adds `--connect-timeout-ms` (install and move). */
+export function addConnectTimeout(command: Command): Command {
+  return command.option(
+    '--connect-timeout-ms <n>',
+    'longest wait for a server to accept the connection and complete its handshake',
+    String(CONNECT_TIMEOUT_MS),
+  )
+}
+
+/** The `--connect-timeout-ms` flag in ms (at least 1). @throws InvalidArgumentError */
+export function connectTimeoutFlag(value: string | undefined): number {
+  const ms = wholeNumberFlag('--connect-timeout-ms', value) ?? CONNECT_TIMEOUT_MS
+  if (ms < 1) throw new InvalidArgumentError('--connect-timeout-ms must be at least 1.')
+  return ms
 }
 
 /** The `--url` flag, else the environment variable. @throws InvalidArgumentError */

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from 'node:net'
 import { defineLayout } from '@shardflake/core'
 import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -227,5 +228,37 @@ describe('shardflake sql/install mysql', () => {
     expect(unreachable.stderr).toMatch(
       /^error: The installation: the server refused the connection/,
     )
+  })
+
+  it('a database that does not exist, a URL that does not parse, a port that never answers: one typed line each', async () => {
+    const sharding = ['--logical-shards', '64', '--shards', '0', '--epoch', epoch]
+    const url = new URL(URL_)
+    url.pathname = `/${PREFIX}missing`
+    const missing = await run('install', 'mysql', '--url', url.toString(), ...sharding)
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toBe(
+      `error: Could not connect for the installation: the database the connection names does not exist on that server (Unknown database '${PREFIX}missing'). Fix the database in the URL or pool options, or leave it out (mysql://user@host:3306/): every logical shard has a database of its own.`,
+    )
+    const garbage = await run('install', 'mysql', '--url', 'garbage', ...sharding)
+    expect(garbage.code).toBe(1)
+    expect(garbage.stderr).toMatch(/^error: createMysqlPool needs a connection URL like mysql:\/\//)
+    const silent = createServer((socket) => socket.on('error', () => undefined))
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const { port } = silent.address() as AddressInfo
+    try {
+      const hung = await run(
+        'install',
+        'mysql',
+        '--url',
+        `mysql://root@127.0.0.1:${port}/`,
+        ...sharding,
+        '--connect-timeout-ms',
+        '300',
+      )
+      expect(hung.code).toBe(1)
+      expect(hung.stderr).toMatch(/^error: The installation: connecting to the server timed out/)
+    } finally {
+      silent.close()
+    }
   })
 })

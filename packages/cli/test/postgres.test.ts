@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { type AddressInfo, createServer } from 'node:net'
 import { defineLayout } from '@shardflake/core'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -185,6 +186,72 @@ describe('shardflake sql/install postgres', () => {
       ...sharding,
     )
     expect(unreachable.code).toBe(1)
-    expect(unreachable.stderr).toMatch(/^error: Could not install into the database/)
+    expect(unreachable.stderr).toMatch(
+      /^error: Could not connect for the install \(--url\) \(ECONNREFUSED\): the server is down/,
+    )
+  })
+
+  it('a port that accepts and never answers: a typed error within --connect-timeout-ms', async () => {
+    // A TCP server that accepts connections and says nothing (another service, a stopped server).
+    const silent = createServer((socket) => socket.on('error', () => undefined))
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const { port } = silent.address() as AddressInfo
+    try {
+      const url = `postgres://postgres@127.0.0.1:${port}/x`
+      const install = await run(
+        'install',
+        'postgres',
+        '--url',
+        url,
+        '--shards',
+        '0',
+        ...sharding,
+        '--connect-timeout-ms',
+        '300',
+      )
+      expect(install.code).toBe(1)
+      expect(install.stderr).toBe(
+        `error: Could not connect for the install (--url): 127.0.0.1:${port} accepted the connection but did not complete a PostgreSQL handshake within 300 ms. Check that the URL names a PostgreSQL server and its port (or raise --connect-timeout-ms).`,
+      )
+      const move = await run(
+        'move',
+        'postgres',
+        '--from',
+        dbUrl,
+        '--to',
+        url,
+        '--shards',
+        '0',
+        ...sharding,
+        '--connect-timeout-ms',
+        '300',
+      )
+      expect(move.code).toBe(1)
+      expect(move.stderr).toMatch(
+        /^error: Could not connect for the move \(--to\): .* did not complete a PostgreSQL handshake within 300 ms/,
+      )
+    } finally {
+      silent.close()
+    }
+  })
+
+  it('a database that does not exist: a configuration error naming it, not a retryable one', async () => {
+    const url = new URL(SERVER)
+    url.pathname = `/${DB}_missing`
+    const missing = await run(
+      'install',
+      'postgres',
+      '--url',
+      url.toString(),
+      '--shards',
+      '0',
+      ...sharding,
+    )
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(
+      new RegExp(
+        `^error: Could not connect for the install \\(--url\\): database "${DB}_missing" does not exist on that server \\(3D000\\)\\. Check the database name`,
+      ),
+    )
   })
 })

@@ -11,6 +11,7 @@ export {
   postgresUrl,
   type RawDatabase,
 } from './databases'
+export { anyValue, mangledOptions, outcomeOf, watchUnhandled } from './fuzz'
 export { describeLeaseRegistry, type LeaseRegistrySuiteOptions } from './lease-registry-suite'
 export {
   describePlainIdAdapter,
@@ -31,5 +32,6 @@ export type {
   ThrowawayServer,
 } from './servers/throwaway-server'
 export { testLeasedSharding, testSharding } from './shardings'
+export { type WatchedSockets, watchSockets } from './sockets'
 export { describeIdSource, type IdSourceSuiteOptions } from './source-suite'
 export { asAsync, CountingSource, withClose } from './source-wrappers'

@@ -47,6 +47,24 @@ describe('throwaway servers', () => {
     await expect(query('SELECT 1')).rejects.toThrow()
   })
 
+  it('PostgreSQL: SIGSTOP pauses open connections too (their backends leave the group), SIGCONT resumes them', async () => {
+    const server = await startPostgres()
+    onTestFinished(() => server.stop())
+    const client = new pg.Client({ connectionString: server.url })
+    await client.connect()
+    onTestFinished(() => client.end())
+    expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }])
+    await server.kill('SIGSTOP')
+    const answered = client.query('SELECT 2 AS two').then((result) => result.rows)
+    const first = await Promise.race([
+      answered,
+      new Promise((resolve) => setTimeout(() => resolve('no answer'), 500)),
+    ])
+    expect(first).toBe('no answer')
+    await server.kill('SIGCONT')
+    expect(await answered).toEqual([{ two: 2 }])
+  })
+
   it('PostgreSQL, durable: fsync on, named, keeps committed rows over an immediate restart', async () => {
     const server = await startPostgres({ name: 'durable-pg', durable: true, maxConnections: 50 })
     onTestFinished(() => server.stop())

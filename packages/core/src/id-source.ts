@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from './errors'
+import { describeValue } from './known-options'
 import type { Sharding } from './sharding'
 
 /**
@@ -132,7 +133,7 @@ export const MAX_IDS_PER_CALL = 1_000_000
 export function checkCount(count: number): void {
   if (!Number.isSafeInteger(count) || count < 1 || count > MAX_IDS_PER_CALL) {
     throw new InvalidArgumentError(
-      `count must be an integer from 1 to ${MAX_IDS_PER_CALL}, got ${String(count)}. Ask for larger batches in several calls (allocateIds does).`,
+      `count must be an integer from 1 to ${MAX_IDS_PER_CALL}, got ${describeValue(count)}. Ask for larger batches in several calls (allocateIds does).`,
     )
   }
 }

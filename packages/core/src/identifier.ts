@@ -1,4 +1,5 @@
 import { InvalidIdentifierError } from './errors'
+import { describeValue } from './known-options'
 
 const PLAIN = /^[a-z_][a-z0-9_]{0,62}$/
 
@@ -16,7 +17,7 @@ const PLAIN = /^[a-z_][a-z0-9_]{0,62}$/
  */
 export function checkIdentifier(kind: string, value: unknown): string {
   if (typeof value !== 'string' || !PLAIN.test(value)) {
-    throw new InvalidIdentifierError(kind, String(value))
+    throw new InvalidIdentifierError(kind, typeof value === 'string' ? value : describeValue(value))
   }
   return value
 }

@@ -1,9 +1,14 @@
 export {
   checkServedShard,
+  closeWithin,
   contextQueryRule,
   type DatabaseSourceOptions,
   OpenedPools,
+  OpenSockets,
+  type PoolShutdown,
+  RunningCalls,
   type SourceDatabases,
+  type TrackedSocket,
   toShardMap,
 } from './database-source'
 export { type Ddl, toDdl } from './ddl'

@@ -1,6 +1,9 @@
-import { ConfigurationError } from './errors'
-import { checkCount, type IdRequestContext, type IdSource } from './id-source'
+import { RunningCalls } from './database-source'
+import { CancelledError, InvalidArgumentError, SourceUnavailableError } from './errors'
+import { checkCount, type IdRequestContext, type IdSource, MAX_IDS_PER_CALL } from './id-source'
+import { checkKnownOptions, describeValue } from './known-options'
 import type { Sharding } from './sharding'
+import { readDuration, readInteger } from './source-options'
 
 /**
  * IDs fetched ahead, per logical shard, so that single inserts and small flushes on a database
@@ -13,19 +16,23 @@ import type { Sharding } from './sharding'
 export interface PrefetchOptions {
   /**
    * How many IDs beyond the current request one round trip fetches when a shard's buffer runs
-   * short. A request for `n` IDs that the buffer cannot serve fetches `n + size` when `n` is
-   * larger than `size`, and `size` otherwise.
+   * short: an integer from 1 to 1,000,000 (`MAX_IDS_PER_CALL`). A request for `n` IDs that the
+   * buffer cannot serve fetches `n + size` when `n` is larger than `size` (at most 1,000,000),
+   * and `size` otherwise. A size beyond what the source makes in one call (its layout's IDs per
+   * ms times its `maxDriftMs`) makes those fetches fail with `ShardOverloadedError`.
    *
    * @example `{ size: 100 }` serves 100 single inserts, or ten flushes of 10 rows, per round trip.
    */
   readonly size: number
   /**
-   * The oldest a buffered ID may be when handed out, in ms. Older ones are dropped (gaps, never
-   * repeats), which bounds how far an ID's time lags behind its row.
+   * The oldest a buffered ID may be when handed out, in ms (0 to one day). Older ones are dropped
+   * (gaps, never repeats), which bounds how far an ID's time lags behind its row.
    * @default 1000
    */
   readonly maxAgeMs?: number
 }
+
+const PREFETCH_OPTIONS = ['size', 'maxAgeMs']
 
 interface Buffer {
   ids: readonly bigint[]
@@ -48,26 +55,51 @@ export class PrefetchBuffers {
   readonly maxAgeMs: number
   private readonly buffers = new Map<number, Buffer>()
 
-  /** @throws ConfigurationError for a size that is not a positive integer or a negative age. */
+  /**
+   * @param where Names the options in messages: `'prefetch'` (a source's option), or
+   *   `'PrefetchSource options'`.
+   * @throws InvalidArgumentError for options that are not an object, an unknown option, a size
+   *   that is not an integer from 1 to 1,000,000, or an age that is not from 0 to one day.
+   */
   constructor(
     private readonly fetch: (shard: number, count: number) => Promise<readonly bigint[]>,
     options: PrefetchOptions,
+    where = 'prefetch',
   ) {
-    const { size, maxAgeMs = 1000 } = options
-    if (!Number.isSafeInteger(size) || size < 1 || !(maxAgeMs >= 0)) {
-      throw new ConfigurationError(
-        `prefetch.size must be a positive integer and prefetch.maxAgeMs >= 0, got ${String(size)} and ${String(maxAgeMs)}.`,
+    checkKnownOptions(where, options, PREFETCH_OPTIONS)
+    const { size, maxAgeMs } = options
+    if (size === undefined) {
+      throw new InvalidArgumentError(
+        `${where} needs size: how many IDs one round trip fetches ahead, an integer from 1 to ${MAX_IDS_PER_CALL} (100 is a good start).`,
       )
     }
-    this.size = size
-    this.maxAgeMs = maxAgeMs
+    this.size = readInteger(`${where}.size`, size, 0, { min: 1, max: MAX_IDS_PER_CALL })
+    this.maxAgeMs = readDuration(`${where}.maxAgeMs`, maxAgeMs, 1000)
+  }
+
+  /**
+   * `count` IDs of a shard, ascending, when the buffer holds that many fresh ones; else
+   * `undefined`, and nothing is taken. No waiting: the path of a buffer hit.
+   * @throws InvalidArgumentError for a count that is not an integer from 1 to 1,000,000.
+   */
+  takeReady(shard: number, count: number): bigint[] | undefined {
+    checkCount(count)
+    const buffer = this.buffers.get(shard)
+    if (!buffer || Date.now() - buffer.fetchedAt > this.maxAgeMs) return undefined
+    if (buffer.ids.length - buffer.next < count) return undefined
+    const start = buffer.next
+    buffer.next += count
+    return buffer.ids.slice(start, buffer.next)
   }
 
   /**
    * `count` IDs of a shard, ascending: what the buffer holds first, then one fetch for the rest
-   * (plus {@link PrefetchOptions.size} more for the next callers).
+   * (plus {@link PrefetchOptions.size} more for the next callers, at most 1,000,000 in all).
+   * @throws InvalidArgumentError for a count that is not an integer from 1 to 1,000,000.
+   * @throws CancelledError when `signal` aborts while the call waits for a fetch (the IDs it had
+   *   taken are dropped: gaps, never repeats); the fetch goes on for the other callers.
    */
-  async take(shard: number, count: number): Promise<bigint[]> {
+  async take(shard: number, count: number, signal?: AbortSignal): Promise<bigint[]> {
     checkCount(count)
     let buffer = this.buffers.get(shard)
     if (!buffer) {
@@ -80,26 +112,35 @@ export class PrefetchBuffers {
       const n = Math.min(count - out.length, buffer.ids.length - buffer.next)
       for (let i = 0; i < n; i++) out.push(buffer.ids[buffer.next++]!)
       if (out.length === count) return out
-      if (!buffer.pending) {
+      if (signal?.aborted) throw cancelled(shard, signal)
+      let pending = buffer.pending
+      if (!pending) {
         const missing = count - out.length
-        const target = buffer
-        target.pending = this.fetch(
-          shard,
+        const wanted = Math.min(
           missing > this.size ? missing + this.size : this.size,
-        ).then(
+          MAX_IDS_PER_CALL,
+        )
+        const target = buffer
+        pending = this.fetch(shard, wanted).then(
           (ids) => {
+            target.pending = undefined
+            if (!Array.isArray(ids) || ids.length !== wanted) {
+              throw new SourceUnavailableError(
+                `The source asked for ${wanted} IDs of logical shard ${shard} returned ${Array.isArray(ids) ? ids.length : describeValue(ids)}. Nothing was issued.`,
+              )
+            }
             target.ids = ids
             target.next = 0
             target.fetchedAt = Date.now()
-            target.pending = undefined
           },
           (error: unknown) => {
             target.pending = undefined
             throw error
           },
         )
+        target.pending = pending
       }
-      await buffer.pending
+      await (signal ? untilAborted(pending, shard, signal) : pending)
     }
   }
 
@@ -109,13 +150,33 @@ export class PrefetchBuffers {
   }
 }
 
+function cancelled(shard: number, signal: AbortSignal): CancelledError {
+  return new CancelledError(
+    `The call for IDs of logical shard ${shard} was cancelled by the caller. Nothing was issued.`,
+    { cause: signal.reason },
+  )
+}
+
+/** `pending`, or CancelledError as soon as `signal` aborts. */
+function untilAborted(pending: Promise<void>, shard: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(cancelled(shard, signal))
+    signal.addEventListener('abort', onAbort, { once: true })
+    pending.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort))
+  })
+}
+
 /**
  * Any async source seen through per-shard prefetch buffers ({@link PrefetchOptions}): single
  * IDs and small batches come from IDs fetched earlier while they are fresh, so an insert of one
  * row or a flush of ten pays no round trip of its own. IDs stay distinct and, per shard, ascending.
  *
  * The buffers are shared by all callers, so the inner source is always asked without the
- * caller's context: a transaction's connection (`context.query`) is never used to fill them.
+ * caller's context: a transaction's connection (`context.query`) is never used to fill them. The
+ * caller's `context.signal` still ends its own wait (`CancelledError`, no ID).
+ *
+ * `close()` ends the calls waiting for a fetch at once (`CancelledError`) and returns when the
+ * inner source's `close()` does (a database source's is bounded by its `timeoutMs`).
  *
  * @example
  * ```ts
@@ -132,32 +193,73 @@ export class PrefetchSource implements IdSource {
   readonly synchronous = false
   readonly sharding: Sharding | undefined
   private readonly buffers: PrefetchBuffers
+  private readonly calls = new RunningCalls('PrefetchSource')
+  private closing: Promise<void> | undefined
 
-  /** @throws ConfigurationError for a bad size or age. */
+  /**
+   * @throws InvalidArgumentError when `inner` is not a source, or for options that are missing,
+   *   unknown, or out of bounds (a size from 1 to 1,000,000, an age from 0 to one day).
+   */
   constructor(
     readonly inner: IdSource,
     options: PrefetchOptions,
   ) {
+    const candidate = inner as Partial<IdSource> | null | undefined
+    if (
+      typeof candidate !== 'object' ||
+      candidate === null ||
+      typeof candidate.nextIds !== 'function' ||
+      typeof candidate.close !== 'function'
+    ) {
+      throw new InvalidArgumentError(
+        `PrefetchSource wraps a source (an IdSource such as a PostgresSource or MysqlSource), got ${describeValue(inner)}.`,
+      )
+    }
     this.sharding = inner.sharding
     this.buffers = new PrefetchBuffers(
       async (shard, count) => await inner.nextIds(shard, count),
       options,
+      'PrefetchSource options',
     )
   }
 
-  /** One ID of a shard from its buffer. The context is not passed on (see above). */
-  async nextId(shard: number, _context?: IdRequestContext): Promise<bigint> {
-    return (await this.buffers.take(shard, 1))[0]!
+  /** One ID of a shard from its buffer. Only the context's `signal` is used (see above). */
+  async nextId(shard: number, context?: IdRequestContext): Promise<bigint> {
+    return (await this.nextIds(shard, 1, context))[0]!
   }
 
-  /** `count` IDs of a shard from its buffer. The context is not passed on (see above). */
-  nextIds(shard: number, count: number, _context?: IdRequestContext): Promise<bigint[]> {
-    return this.buffers.take(shard, count)
+  /**
+   * `count` IDs of a shard from its buffer. Only the context's `signal` is used (see above).
+   * @throws InvalidArgumentError for a count that is not an integer from 1 to 1,000,000.
+   * @throws ShardOutOfRangeError for a shard outside the inner source's sharding.
+   * @throws CancelledError when `context.signal` aborts before or while the call waits, or the
+   *   source is closed meanwhile.
+   * @throws ConfigurationError after `close()`.
+   */
+  async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
+    checkCount(count)
+    this.sharding?.checkShard(shard)
+    const what = `nextIds(${count}) of logical shard ${typeof shard === 'number' ? shard : describeValue(shard)}`
+    // A buffer hit needs no waiting, so nothing to end on close: served at once.
+    this.calls.check(what, context?.signal)
+    return (
+      this.buffers.takeReady(shard, count) ??
+      (await this.calls.run(what, context?.signal, (signal) =>
+        this.buffers.take(shard, count, signal),
+      ))
+    )
   }
 
-  /** Drops the buffers and closes the inner source. */
-  async close(): Promise<void> {
-    this.buffers.clear()
-    await this.inner.close()
+  /**
+   * Ends the calls waiting for a fetch (`CancelledError`), drops the buffers and closes the inner
+   * source; returns when the inner source's `close()` does. Safe to call twice.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.calls.close()
+      this.buffers.clear()
+      await this.inner.close()
+    })()
+    return this.closing
   }
 }

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
+  CancelledError,
   ConfigurationError,
   type IdSource,
   InvalidArgumentError,
@@ -133,16 +134,97 @@ describe('PrefetchSource', () => {
     expect(contexts).toEqual([undefined, undefined])
   })
 
-  it('refuses bad options and counts', async () => {
+  it('refuses bad options and counts at once, naming the bounds', async () => {
     const { source } = countingSource()
-    expect(() => new PrefetchSource(source, { size: 0 })).toThrow(ConfigurationError)
-    expect(() => new PrefetchSource(source, { size: 1.5 })).toThrow(ConfigurationError)
-    expect(() => new PrefetchSource(source, { size: 10, maxAgeMs: -1 })).toThrow(ConfigurationError)
+    for (const options of [
+      { size: 0 },
+      { size: 1.5 },
+      { size: 2e6 },
+      { size: 10, maxAgeMs: -1 },
+      { size: 10, maxAgeMs: Number.NaN },
+    ]) {
+      expect(() => new PrefetchSource(source, options)).toThrow(InvalidArgumentError)
+    }
+    expect(() => new PrefetchSource(source, { size: 2e6 })).toThrow(
+      'PrefetchSource options.size must be an integer from 1 to 1000000, got 2000000.',
+    )
     for (const count of [0, MAX_IDS_PER_CALL + 1]) {
       await expect(async () =>
         new PrefetchSource(source, { size: 10 }).nextIds(5, count),
       ).rejects.toBeInstanceOf(InvalidArgumentError)
     }
+  })
+
+  it('refuses a missing source or options, and misspelled options, naming the closest', () => {
+    const { source } = countingSource()
+    // As a JavaScript caller may call it.
+    const construct = (...args: unknown[]) => Reflect.construct(PrefetchSource, args)
+    expect(() => construct(undefined, { size: 10 })).toThrow(InvalidArgumentError)
+    expect(() => construct(source)).toThrow(InvalidArgumentError)
+    expect(() => construct(source, {})).toThrow('PrefetchSource options needs size')
+    expect(() => construct(source, { size: 10, maxAgeMS: 5 })).toThrow(
+      'PrefetchSource options has no option "maxAgeMS". Did you mean "maxAgeMs"?',
+    )
+  })
+
+  it('serves the largest valid count with any size (the fetch stops at MAX_IDS_PER_CALL)', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 100 })
+    const ids = await prefetch.nextIds(5, MAX_IDS_PER_CALL)
+    expect(ids).toHaveLength(MAX_IDS_PER_CALL)
+    expect(ascending(ids)).toBe(true)
+    expect(calls).toEqual([[5, MAX_IDS_PER_CALL]])
+    await prefetch.close()
+  })
+
+  it('an aborted signal gives CancelledError and no ID, before or during the call', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 10 })
+    await prefetch.nextId(5) // the buffer holds 9 more: even those are not handed out
+    const aborted = AbortSignal.abort()
+    await expect(prefetch.nextId(5, { signal: aborted })).rejects.toBeInstanceOf(CancelledError)
+    await expect(prefetch.nextIds(9, 3, { signal: aborted })).rejects.toBeInstanceOf(CancelledError)
+    expect(calls).toEqual([[5, 10]])
+    const controller = new AbortController()
+    const waiting = prefetch.nextIds(9, 3, { signal: controller.signal })
+    controller.abort()
+    await expect(waiting).rejects.toBeInstanceOf(CancelledError)
+    // The fetch it started goes on for the next caller.
+    expect(instagram.shardOf(await prefetch.nextId(9))).toBe(9)
+    expect(calls).toEqual([
+      [5, 10],
+      [9, 10],
+    ])
+    await prefetch.close()
+  })
+
+  it('a fetch that fails after its only caller gave up reaches nobody, and the next call fetches again', async () => {
+    const { source, failOnce } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 10 })
+    failOnce()
+    const controller = new AbortController()
+    const waiting = prefetch.nextId(5, { signal: controller.signal })
+    controller.abort()
+    await expect(waiting).rejects.toBeInstanceOf(CancelledError)
+    await new Promise((resolve) => setTimeout(resolve, 20)) // the fetch fails meanwhile
+    expect(instagram.shardOf(await prefetch.nextId(5))).toBe(5)
+    await prefetch.close()
+  })
+
+  it('close() ends the calls waiting for a fetch at once, and later calls are refused', async () => {
+    let release: () => void = () => undefined
+    const inner: IdSource = {
+      sharding,
+      synchronous: false,
+      nextId: async () => 0n,
+      nextIds: () => new Promise<bigint[]>((resolve) => (release = () => resolve([]))),
+      close: () => release(),
+    }
+    const prefetch = new PrefetchSource(inner, { size: 10 })
+    const waiting = [prefetch.nextId(5), prefetch.nextIds(6, 2)]
+    await prefetch.close()
+    for (const call of waiting) await expect(call).rejects.toBeInstanceOf(CancelledError)
+    await expect(prefetch.nextId(5)).rejects.toBeInstanceOf(ConfigurationError)
   })
 
   it('closes the inner source, twice without complaint', async () => {

@@ -89,6 +89,22 @@ export interface FailureContext {
   readonly maxWaitMs?: number
   /** How far the server clock is behind, when known. */
   readonly behindMs?: number
+  /** The message when what the call needs is not installed (default: run installMysql). */
+  readonly notInstalled?: string
+  /** The failure came while connecting (or from a statement that cannot fail otherwise). */
+  readonly connecting?: boolean
+}
+
+/** Errors of opening a connection (see {@link connectFailure}). */
+const connectFailures = new WeakSet<object>()
+
+/**
+ * Notes that `error` came while opening a connection, so that {@link translateError} reads an
+ * unknown database as the connection's, not a shard's. Returns it. @internal
+ */
+export function connectFailure(error: unknown): unknown {
+  if (typeof error === 'object' && error !== null) connectFailures.add(error)
+  return error
 }
 
 /**
@@ -180,9 +196,17 @@ export function translateError(error: unknown, context: FailureContext): Shardfl
       options,
     )
   }
+  if (errno === 1049 && (context.connecting || connectFailures.has(error as object))) {
+    // ER_BAD_DB_ERROR while connecting: the database named in the connection, not a shard's.
+    return new ConfigurationError(
+      `Could not connect for ${what}: the database the connection names does not exist on that server${server}. Fix the database in the URL or pool options, or leave it out (mysql://user@host:3306/): every logical shard has a database of its own.`,
+      options,
+    )
+  }
   if (NOT_INSTALLED_ERRNOS.has(errno)) {
     return new ConfigurationError(
-      `${What} is not installed on the server the shard map gives for it: run installMysql(pool, { sharding, shards }) there with the application's sharding (its layout and logicalShards), or fix the shard map.${server}`,
+      context.notInstalled ??
+        `${What} is not installed on the server the shard map gives for it: run installMysql(pool, { sharding, shards }) there with the application's sharding (its layout and logicalShards), or fix the shard map.${server}`,
       options,
     )
   }

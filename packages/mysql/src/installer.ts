@@ -1,14 +1,18 @@
 import {
+  describeValue,
+  InvalidArgumentError,
   readShardList,
   type ShardingDescription,
   type ShardList,
   ShardMovedError,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
-import { translateError } from './errors'
+import { connectFailure, translateError } from './errors'
 import { shardSchemaName } from './identifiers'
+import { checkPool } from './pool'
 import { detectDialect, readShardState } from './shard-state'
 import {
+  checkSqlOptions,
   counterLimit,
   type MysqlDialect,
   type MysqlSqlOptions,
@@ -82,13 +86,17 @@ export async function installMysql(
   options: InstallMysqlOptions,
 ): Promise<InstallMysqlResult> {
   // Everything the caller gave is checked before the server is asked anything.
+  checkPool('installMysql', pool)
+  checkSqlOptions('installMysql', options, ['shards', 'onProgress'])
+  checkCallback('onProgress', options.onProgress)
   const base = resolveSqlOptions({ ...options, dialect: 'mariadb' }, 'installMysql')
   const shards = readShardList(options.shards, base.sharding)
   shardSchemaName(shards[shards.length - 1]!, base.schemaPrefix)
   const dialect =
     options.dialect === undefined || options.dialect === 'auto'
       ? await detectDialect(pool).catch((error: unknown) => {
-          throw translateError(error, { what: 'the installation' })
+          // SELECT VERSION() fails only while connecting.
+          throw translateError(error, { what: 'the installation', connecting: true })
         })
       : options.dialect
   const o = resolveSqlOptions({ ...options, dialect }, 'installMysql')
@@ -97,7 +105,7 @@ export async function installMysql(
   try {
     connection = await pool.getConnection()
   } catch (error) {
-    throw translateError(error, { what: 'the installation' })
+    throw translateError(connectFailure(error), { what: 'the installation' })
   }
   let failed = false
   try {
@@ -155,5 +163,15 @@ export async function installMysql(
     // A statement that failed half-way may have left the session's sql_mode strict.
     if (failed) connection.destroy()
     else connection.release()
+  }
+}
+
+/**
+ * Throws unless `callback` is undefined or a function. @internal
+ * @throws InvalidArgumentError
+ */
+export function checkCallback(name: string, callback: unknown): void {
+  if (callback !== undefined && typeof callback !== 'function') {
+    throw new InvalidArgumentError(`${name} must be a function, got ${describeValue(callback)}.`)
   }
 }

@@ -13,13 +13,16 @@ import {
   ShardMovedError,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
-import { translateError } from './errors'
+import { connectFailure, translateError } from './errors'
 import { shardSchemaName } from './identifiers'
+import { checkCallback } from './installer'
 import { describeServer, MoveSession, type Stage, sameServer } from './move-session'
 import { arrive, fence } from './move-steps'
+import { checkPool } from './pool'
 import { detectDialect, readShardState } from './shard-state'
 import {
   type CounterEngine,
+  checkSqlOptions,
   type MysqlDialect,
   type MysqlSqlOptions,
   type ResolvedSqlOptions,
@@ -96,6 +99,16 @@ export interface MoveMysqlResult {
  */
 export async function moveMysqlShards(options: MoveMysqlOptions): Promise<MoveMysqlResult> {
   // Validates the sharding, the prefix and the numbers before anything is opened.
+  checkSqlOptions('moveMysqlShards', options, [
+    'from',
+    'to',
+    'shards',
+    'onProgress',
+    'lockTimeoutMs',
+  ])
+  checkPool('moveMysqlShards (from)', options.from)
+  checkPool('moveMysqlShards (to)', options.to)
+  checkCallback('onProgress', options.onProgress)
   const { counterEngine: _engine, ...rest } = options
   const base = resolveSqlOptions({ ...rest, dialect: 'mariadb' }, 'moveMysqlShards')
   const shards = readShardList(options.shards, base.sharding)
@@ -105,8 +118,8 @@ export async function moveMysqlShards(options: MoveMysqlOptions): Promise<MoveMy
   let to: MoveSession | undefined
   let failure: unknown
   try {
-    from = new MoveSession(await options.from.getConnection())
-    to = new MoveSession(await options.to.getConnection())
+    from = new MoveSession(await options.from.getConnection().catch(failedToConnect))
+    to = new MoveSession(await options.to.getConnection().catch(failedToConnect))
     return await move(options, base, shards, lockTimeoutMs, from, to)
   } catch (error) {
     failure = error
@@ -264,4 +277,8 @@ function stepError(error: unknown, shard: number, stage: Stage): ShardflakeError
     `Moving logical shard ${shard}: a lock was not granted within lockTimeoutMs (a transaction that called the shard's routines, or an install, is still open). ${state}; run the move again (it resumes), or raise lockTimeoutMs.`,
     { cause: error },
   )
+}
+
+function failedToConnect(error: unknown): never {
+  throw connectFailure(error)
 }

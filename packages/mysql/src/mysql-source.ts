@@ -2,29 +2,31 @@ import {
   ClockMovedBackwardsError,
   ConfigurationError,
   checkCount,
+  checkKnownOptions,
   checkServedShard,
   contextQueryRule,
   type DatabaseSourceOptions,
+  describeValue,
   type IdRequestContext,
   type IdSource,
-  OpenedPools,
+  InvalidArgumentError,
+  type OpenedPools,
   PrefetchBuffers,
+  RunningCalls,
   readSourceDuration,
   requireSharding,
   type Sharding,
   type ShardMap,
-  throwIfCancelled,
   toShardMap,
 } from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
 import type { MysqlTarget } from './databases'
 import { driverError, translateError } from './errors'
 import { checkSchemaPrefix, shardSchemaName } from './identifiers'
-import { checkBigNumberConfig, createMysqlPool } from './pool'
+import { checkBigNumberConfig, checkPool, openedPools } from './pool'
 import { callServer, type RunQuery } from './server-call'
 import { readShardCheck, type ShardCheck } from './shard-check'
 import { checkGeneratingLayout } from './sql/options'
-import { MAX_BATCH } from './sql/shard-parts'
 import { SIGNALS } from './sql/signals'
 
 /** What {@link MysqlSource} takes (`databases`: pools or `mysql://` URLs). */
@@ -37,6 +39,17 @@ export interface MysqlSourceOptions extends DatabaseSourceOptions<MysqlTarget> {
    */
   maxWaitMs?: number
 }
+
+const SOURCE_OPTIONS = [
+  'sharding',
+  'databases',
+  'shards',
+  'schemaPrefix',
+  'timeoutMs',
+  'maxWaitMs',
+  'prefetch',
+  'useContextQuery',
+]
 
 /**
  * IDs from the shard databases' `reserve_ids(n)` routine: one round trip per batch (one
@@ -51,7 +64,9 @@ export interface MysqlSourceOptions extends DatabaseSourceOptions<MysqlTarget> {
  * the installer (layout and logicalShards) with its own: `ShardingMismatchError` when they
  * differ. Every failure is a `ShardflakeError` (see the package README's errors table), every
  * call is bounded by `timeoutMs` and the caller's `context.signal` (a statement given up on is
- * killed on the server, `KILL QUERY`). `prefetch.size` is at most 1,000,000.
+ * killed on the server, `KILL QUERY`). `prefetch.size` is at most 1,000,000. {@link close} is
+ * bounded too: calls still running end at once (`CancelledError`), and it returns within
+ * `timeoutMs` even when a server stopped answering.
  *
  * `useContextQuery` is only safe with a non-transactional counter (Aria, the MariaDB default, or
  * MyISAM): the source checks the counter's engine on the first such call and refuses an InnoDB
@@ -89,44 +104,54 @@ export class MysqlSource implements IdSource {
   private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
   /** Pools opened from URLs (ended on close). */
-  private readonly opened = new OpenedPools<Pool>(createMysqlPool)
+  private readonly opened: OpenedPools<Pool>
   /** What the first use of each shard database found (sharding checked). */
   private readonly checked = new Map<number, ShardCheck>()
-  private closed = false
+  private readonly calls = new RunningCalls('MysqlSource')
+  private closing: Promise<void> | undefined
 
   /**
    * @throws ConfigurationError without a sharding (naming `logicalShards`), or for a pool that
    *   would return BIGINT as numbers.
    * @throws ShardingMismatchError for a `ShardMap` made with another sharding.
    * @throws InvalidLayoutError, TimeExhaustedError for a layout that cannot make IDs now.
+   * @throws InvalidArgumentError for an unknown option (naming the closest known one), a
+   *   database that is neither a mysql2 pool nor a `mysql://` URL, or a number out of bounds.
    */
   constructor(options: MysqlSourceOptions) {
+    // A missing sharding first: its message names logicalShards (a layout alone is not enough).
     const sharding = requireSharding(options?.sharding, 'MysqlSource')
+    checkKnownOptions('MysqlSource options', options, SOURCE_OPTIONS)
     const { layout } = sharding
     checkGeneratingLayout(layout)
     this.sharding = sharding
     this.shardMap = toShardMap(sharding, options.databases, options.shards)
     for (const target of this.shardMap.targets()) {
-      if (typeof target !== 'string') checkBigNumberConfig(target, 'MysqlSource')
+      if (typeof target === 'string') checkUrl(target)
+      else {
+        checkPool('MysqlSource (databases)', target)
+        checkBigNumberConfig(target, 'MysqlSource')
+      }
     }
     this.schemaPrefix = checkSchemaPrefix(options.schemaPrefix ?? 'shard_', layout.shardCount - 1)
     this.maxWaitMs = readSourceDuration('maxWaitMs', options.maxWaitMs)
     this.timeoutMs = readSourceDuration('timeoutMs', options.timeoutMs, {
       min: 1,
     })
+    this.opened = openedPools(this.timeoutMs)
     this.timeShift = layout.shifts.time
     this.sequenceBits = BigInt(layout.sequenceBits)
     this.mask = (1n << this.sequenceBits) - 1n
     this.sequences = Array.from({ length: layout.maxSequence + 1 }, (_, i) => BigInt(i))
-    if (options.prefetch) {
-      const { size } = options.prefetch
-      if (size > MAX_BATCH) {
-        throw new ConfigurationError(`prefetch.size must be at most ${MAX_BATCH}, got ${size}.`)
-      }
-      this.buffers = new PrefetchBuffers(async (shard, wanted) => {
-        const count = Math.min(wanted, MAX_BATCH)
-        return this.compose(shard, await this.reserve(shard, count), count)
-      }, options.prefetch)
+    if (options.prefetch !== undefined) {
+      // A fetch shared by the buffer's callers: ended by close(), not by one caller's signal.
+      this.buffers = new PrefetchBuffers(
+        (shard, count) =>
+          this.calls.run(this.what(shard), undefined, async (signal) =>
+            this.compose(shard, await this.reserve(shard, count, undefined, signal), count),
+          ),
+        options.prefetch,
+      )
     }
     this.useContext = contextQueryRule(options.useContextQuery)
   }
@@ -144,19 +169,35 @@ export class MysqlSource implements IdSource {
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     checkServedShard(this.shardMap, shard)
-    if (this.closed) throw new ConfigurationError('This MysqlSource is closed.')
-    throwIfCancelled(context?.signal, `logical shard ${shard}`)
     const query = context?.query && this.useContext(shard) ? context.query : undefined
-    if (this.buffers && !query) return this.buffers.take(shard, count)
-    return this.compose(shard, await this.reserve(shard, count, query, context?.signal), count)
+    const buffers = this.buffers
+    if (buffers && !query) {
+      // A buffer hit needs no waiting, so nothing to end on close: served at once.
+      this.calls.check(this.what(shard), context?.signal)
+      const ready = buffers.takeReady(shard, count)
+      if (ready) return ready
+    }
+    return await this.calls.run(this.what(shard), context?.signal, async (signal) =>
+      buffers && !query
+        ? await buffers.take(shard, count, signal)
+        : this.compose(shard, await this.reserve(shard, count, query, signal), count),
+    )
   }
 
-  /** Drops the prefetch buffers and ends the pools the source opened from URLs. */
-  async close(): Promise<void> {
-    if (this.closed) return
-    this.closed = true
-    this.buffers?.clear()
-    await this.opened.close()
+  /**
+   * Ends the calls still running at once (`CancelledError`, nothing issued to them; their
+   * connections are closed), drops the prefetch buffers and ends the pools the source opened
+   * from URLs: within `timeoutMs`, after which the connections of a pool that has not ended (a
+   * server that stopped answering) are destroyed. Pools you passed in stay open. Safe to call
+   * twice.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.calls.close()
+      this.buffers?.clear()
+      await this.opened.close(this.timeoutMs)
+    })()
+    return this.closing
   }
 
   /** The IDs of counter values `first .. first + count - 1`: one bigint addition per ID. */
@@ -206,7 +247,15 @@ export class MysqlSource implements IdSource {
     try {
       const pool = query ? undefined : await this.pool(shard)
       return await callServer(
-        { pool, query, timeoutMs: this.timeoutMs, signal, what },
+        {
+          pool,
+          query,
+          timeoutMs: this.timeoutMs,
+          signal,
+          what,
+          // Closing: nobody waits for the server any more, not even for a KILL QUERY.
+          giveUp: () => (this.calls.closed ? 'destroy' : 'kill'),
+        },
         async (run) => {
           const found = this.checked.get(shard) ?? (await this.check(shard, run))
           if (query && found.transactional) {
@@ -248,7 +297,7 @@ export class MysqlSource implements IdSource {
         const value = rows[0]?.v
         if (typeof value !== 'string' || !/^\d+$/.test(value)) {
           throw new ConfigurationError(
-            `reserve_ids of logical shard ${shard} returned ${String(value)}: is the shard installed by this version (installMysql)?`,
+            `reserve_ids of logical shard ${shard} returned ${describeValue(value)}, not a counter value: is the shard installed by this version (installMysql), and does context.query return the rows of the statement it is given? Nothing was issued.`,
           )
         }
         return BigInt(value)
@@ -284,5 +333,17 @@ export class MysqlSource implements IdSource {
     } catch {
       return 0
     }
+  }
+}
+
+/**
+ * Throws unless `url` reads as a `mysql://` (or `mariadb://`) URL.
+ * @throws InvalidArgumentError
+ */
+function checkUrl(url: string): void {
+  if (!URL.canParse(url) || !/^(mysql|mariadb):$/.test(new URL(url).protocol)) {
+    throw new InvalidArgumentError(
+      `MysqlSource: a database given as a string must be a mysql:// URL (mysql://user:password@host:3306/), got ${describeValue(url)}.`,
+    )
   }
 }

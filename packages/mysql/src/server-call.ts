@@ -1,7 +1,13 @@
-import { type IdRequestContext, withDeadline } from '@shardflake/core'
+import {
+  describeValue,
+  type IdRequestContext,
+  SourceUnavailableError,
+  withDeadline,
+} from '@shardflake/core'
 import type { PoolConnection } from 'mysql2'
 import type { Pool } from 'mysql2/promise'
-import { driverError } from './errors'
+import { connectFailure, driverError } from './errors'
+import { destroyConnection } from './pool'
 
 /** Runs one statement and returns its rows. @internal */
 export type RunQuery = (
@@ -22,10 +28,11 @@ export interface ServerCallOptions {
   /**
    * On give-up: `'kill'` sends `KILL QUERY <thread id>` from another connection of the pool (the
    * statement stops on the server), `'destroy'` closes the connection (a server that does not
-   * answer cannot be asked to kill anything).
+   * answer cannot be asked to kill anything); a function decides when the call gives up (a
+   * source that is closing destroys).
    * @default 'kill'
    */
-  readonly giveUp?: 'kill' | 'destroy'
+  readonly giveUp?: 'kill' | 'destroy' | (() => 'kill' | 'destroy')
 }
 
 /**
@@ -48,9 +55,19 @@ export function callServer<T>(
   const run: RunQuery = async (sql, params) => {
     // After a give-up nothing new is sent: IDs reserved now would only be dropped.
     if (gaveUp) throw new Error('The call was given up.')
-    if (query) return await query(sql, params)
+    if (query) {
+      const rows: unknown = await query(sql, params)
+      if (!Array.isArray(rows)) {
+        throw new SourceUnavailableError(
+          `${options.what}: context.query returned ${describeValue(rows)} instead of the rows of the statement it was given. Nothing was issued.`,
+        )
+      }
+      return rows
+    }
     if (!connection) {
-      const taken = await take(pool!)
+      const taken = await take(pool!).catch((error: unknown) => {
+        throw connectFailure(error)
+      })
       if (gaveUp) {
         taken.release()
         throw new Error('The call was given up.')
@@ -87,11 +104,12 @@ export function callServer<T>(
       gaveUp = true
       const used = connection
       if (!used || query) return
-      if ((options.giveUp ?? 'kill') === 'kill' && pool) {
+      const mode = typeof options.giveUp === 'function' ? options.giveUp() : options.giveUp
+      if ((mode ?? 'kill') === 'kill' && pool) {
         killing = pool.query(`KILL QUERY ${Number(used.threadId)}`)
-        killing.catch(() => used.destroy())
+        killing.catch(() => destroyConnection(used))
       } else {
-        used.destroy()
+        destroyConnection(used)
       }
     },
   })

@@ -247,6 +247,22 @@ describe('MysqlSource', () => {
     })
   })
 
+  it('context.signal with prefetch: no ID from the buffer for an aborted signal, CancelledError when aborted mid-fetch', async () => {
+    const buffered = on(a, { timeoutMs: 60_000, prefetch: { size: 20 } })
+    await buffered.nextId(2) // 19 more in the buffer: not handed to an aborted caller
+    await expect(buffered.nextId(2, { signal: AbortSignal.abort() })).rejects.toBeInstanceOf(
+      CancelledError,
+    )
+    await withCounterLocked(3, async () => {
+      const controller = new AbortController()
+      const pending = buffered.nextIds(3, 3, { signal: controller.signal })
+      await threadRunning(a, `${SHARDS}3\`.\`reserve_ids`)
+      controller.abort()
+      await expect(pending).rejects.toBeInstanceOf(CancelledError)
+    })
+    await buffered.close()
+  })
+
   it('overload is ShardOverloadedError, a clock behind is ClockMovedBackwardsError', async () => {
     const prefix = `${PREFIX}drift_`
     await installMysql(a, { sharding, shards: [1], schemaPrefix: prefix, maxDriftMs: 10 })
@@ -310,7 +326,7 @@ describe('MysqlSource', () => {
 
   it('prefetch: a batch larger than the buffer fills `n + size`, capped at one 1,000,000 reserve', async () => {
     const big = on(a, { shards: [0, 1, 2, 3], prefetch: { size: 400_000, maxAgeMs: 60_000 } })
-    expect(() => on(a, { prefetch: { size: 1_000_001 } })).toThrow(ConfigurationError)
+    expect(() => on(a, { prefetch: { size: 1_000_001 } })).toThrow(InvalidArgumentError)
     const ids = await big.nextIds(0, 700_000) // wants 1,100,000: reserves 1,000,000
     const { time, sequence } = layout.decompose(ids[0]!)
     const after = await counter(a, 0)

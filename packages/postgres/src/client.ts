@@ -1,3 +1,5 @@
+import { describeValue, InvalidArgumentError } from '@shardflake/core'
+
 /**
  * Anything that runs one SQL statement with `$1` parameters and returns its rows: a `pg.Pool`, a
  * `pg.Client`, a pool client, or a PGlite instance (`@electric-sql/pglite`) — all of them fit as
@@ -14,6 +16,19 @@
  */
 export interface SqlClient {
   query(text: string, params?: unknown[]): Promise<{ rows: unknown[] }>
+}
+
+/**
+ * Throws unless `client` can run statements (it has `query`): a `pg.Pool`, a `pg.Client`, a
+ * PGlite instance. @internal
+ * @throws InvalidArgumentError naming `what`.
+ */
+export function checkClient(what: string, client: unknown): asserts client is SqlClient {
+  if (typeof (client as Partial<SqlClient> | null | undefined)?.query !== 'function') {
+    throw new InvalidArgumentError(
+      `${what} needs a database client: a pg.Pool, a pg.Client or a PGlite instance (anything with query(sql, params)), got ${describeValue(client)}.`,
+    )
+  }
 }
 
 /** A PGlite-like client: it runs multi-statement scripts with `exec`. */

@@ -1,7 +1,14 @@
-import { ConfigurationError, OpenedPools, type ShardflakeError } from '@shardflake/core'
+import { Socket } from 'node:net'
+import {
+  ConfigurationError,
+  OpenedPools,
+  OpenSockets,
+  type ShardflakeError,
+} from '@shardflake/core'
 import {
   endedWhileLent,
   isPool,
+  type PooledConnection,
   type PoolLike,
   type SqlClient,
   watchNewConnections,
@@ -16,6 +23,10 @@ export interface Call {
   pool?: PoolLike
   /** A cancel was sent for this call: its connection is destroyed, never reused. */
   cancelled?: boolean
+  /** The connection the call holds while its statement runs. */
+  connection?: PooledConnection
+  /** The source closed while the call ran: its connection was given back broken, at once. */
+  abandoned?: boolean
 }
 
 /** Rows as the drivers return them. @internal */
@@ -27,30 +38,59 @@ export type Translate = (
   extra?: { connecting?: boolean; connectionEnded?: boolean },
 ) => ShardflakeError
 
+/** A pool the source opened from a URL. */
+interface OpenedPool extends PoolLike {
+  end(): Promise<void>
+}
+
 /**
  * The connections of a PostgresSource: the pools it opened from URLs (ended by {@link close}),
  * statements run on a connection of their own so that a give-up can cancel them on the server.
  * @internal
  */
 export class Connections {
-  private readonly opened = new OpenedPools<PoolLike>((url) =>
-    import('pg').then(
-      (pg) => {
-        const created = new pg.default.Pool({ connectionString: url })
-        // An idle connection the server closed: the next call fails and is translated.
-        created.on('error', () => undefined)
-        return created
+  /** The sockets of each pool opened from a URL. */
+  private readonly sockets = new WeakMap<object, OpenSockets<Socket>>()
+  private readonly opened = new OpenedPools<OpenedPool>(
+    (url) =>
+      import('pg').then(
+        (pg) => {
+          const sockets = new OpenSockets<Socket>()
+          const created = new pg.default.Pool({
+            connectionString: url,
+            // A server that accepts the connection and never answers (stopped, or not PostgreSQL)
+            // fails the connect instead of holding a socket and a pool slot forever.
+            connectionTimeoutMillis: this.timeoutMs,
+            stream: () => sockets.add(new Socket()),
+          })
+          // An idle connection the server closed: the next call fails and is translated.
+          created.on('error', () => undefined)
+          this.sockets.set(created, sockets)
+          return created
+        },
+        (error: unknown) => {
+          throw new ConfigurationError(
+            'A database given as a URL needs the pg package (npm install pg).',
+            { cause: error },
+          )
+        },
+      ),
+    {
+      // Ended once its connections have said goodbye and their sockets closed.
+      end: async (pool) => {
+        await pool.end()
+        await this.sockets.get(pool)?.closed()
       },
-      (error: unknown) => {
-        throw new ConfigurationError(
-          'A database given as a URL needs the pg package (npm install pg).',
-          { cause: error },
-        )
-      },
-    ),
+      destroy: (pool) => this.sockets.get(pool)?.destroy(),
+    },
   )
   private readonly lazy = new Map<string, SqlClient>()
+  /** The calls running on a pool's connection, given back broken when the source closes. */
+  private readonly running = new Set<Call>()
   private closed = false
+
+  /** @param timeoutMs The source's timeoutMs: the connect deadline of its pools, and close's bound. */
+  constructor(private readonly timeoutMs: number) {}
 
   /** Runs a statement on a connection of its own, noting its server process for a cancel. */
   async run(
@@ -67,13 +107,22 @@ export class Connections {
         throw fail(error)
       }
     }
-    let connection: Awaited<ReturnType<PoolLike['connect']>>
+    let connection: PooledConnection
     watchNewConnections(database)
+    this.running.add(call)
     try {
       connection = await database.connect()
     } catch (error) {
+      this.running.delete(call)
       throw fail(error, { connecting: true })
     }
+    if (call.abandoned) {
+      // The source closed while the connection opened: give it back unused.
+      this.running.delete(call)
+      connection.release()
+      throw new ConfigurationError('This PostgresSource is closed.')
+    }
+    call.connection = connection
     // Ended by the server while pg-pool lent it (see watchNewConnections): the statement below
     // then fails as "not queryable", which is a lost connection.
     let ended = endedWhileLent.has(connection)
@@ -92,16 +141,21 @@ export class Connections {
       broken = ended || translated.code === 'CONNECTION_LOST'
       throw translated
     } finally {
+      this.running.delete(call)
       call.pid = undefined
+      call.connection = undefined
       connection.off?.('end', onEnd)
       connection.off?.('error', onEnd)
       // A connection that broke is destroyed, not handed to the next caller; so is one a cancel
       // was sent to (it could otherwise land on the next caller's statement). While it closes, the
       // server may still end it (a restart, a terminated session): nobody waits on it any more,
       // so that late error is dropped instead of reaching the process as an 'error' event.
-      const destroy = broken || call.cancelled === true
-      if (destroy) connection.on?.('error', ignore)
-      connection.release(destroy)
+      // An abandoned one was given back already.
+      if (!call.abandoned) {
+        const destroy = broken || call.cancelled === true
+        if (destroy) connection.on?.('error', ignore)
+        connection.release(destroy)
+      }
     }
   }
 
@@ -133,10 +187,23 @@ export class Connections {
     return undefined
   }
 
-  /** Ends the pools opened from URLs. */
+  /**
+   * Gives back broken, at once, the connections of the calls still running (their statements
+   * stop waiting; the pool closes those connections), then ends the pools opened from URLs,
+   * destroying the connections of a pool that has not ended within timeoutMs.
+   */
   async close(): Promise<void> {
     this.closed = true
-    await this.opened.close()
+    for (const call of [...this.running]) {
+      call.abandoned = true
+      const connection = call.connection
+      if (connection) {
+        connection.on?.('error', ignore)
+        connection.release(true)
+      }
+    }
+    this.running.clear()
+    await this.opened.close(this.timeoutMs)
   }
 }
 

@@ -136,6 +136,12 @@ export function translatePostgresError(error: unknown, failure: PostgresFailure)
     case '2200H':
     case '22003':
       return exhaustedOrMoved(error, failure)
+    case '3D000':
+      // invalid_catalog_name, at connect: a configuration error, not a server that is down.
+      return new ConfigurationError(
+        `Could not connect for ${what}: ${sqlMessage(error)} on that server (3D000). Check the database name in the URL or client options, or create that database and install there (installPostgres).`,
+        cause,
+      )
   }
   if (code !== undefined && NOT_INSTALLED.has(code) && shard !== undefined) {
     const schema = `${failure.schemaPrefix ?? 'shard_'}${shard}`

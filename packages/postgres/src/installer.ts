@@ -1,9 +1,12 @@
 import {
   ConfigurationError,
+  checkKnownOptions,
   defineLayout,
   defineSharding,
+  describeValue,
   type FieldName,
   formatShardList,
+  InvalidArgumentError,
   type Layout,
   readInteger,
   readShardList,
@@ -14,7 +17,7 @@ import {
   type ShardList,
   ShardMovedError,
 } from '@shardflake/core'
-import { openSession, type Session, type SqlClient } from './client'
+import { checkClient, openSession, type Session, type SqlClient } from './client'
 import { translatePostgresError } from './errors'
 import { quoteIdentifier, setDefaultSql } from './names'
 import { commonScript } from './sql/common'
@@ -66,8 +69,11 @@ export interface InstallPostgresResult {
  *
  * Accepts a `pg.Pool` (one connection is used), a `pg.Client` or a PGlite instance.
  *
+ * @throws InvalidArgumentError when `client` cannot run statements, or for an unknown option
+ *   (naming the closest known one) or a number out of its bounds.
  * @throws ConfigurationError when `sharding` is missing (it names `logicalShards`), or a shard is
- *   already installed under another schema name.
+ *   already installed under another schema name, or the database named in the connection does
+ *   not exist.
  * @throws TimeExhaustedError when the layout's time field is used up.
  * @throws ShardOutOfRangeError for a shard outside the logical shards (checked before expanding).
  * @throws ShardingMismatchError when the database records another layout or `logicalShards`.
@@ -92,7 +98,12 @@ export async function installPostgres(
   client: SqlClient,
   options: InstallPostgresOptions,
 ): Promise<InstallPostgresResult> {
-  const resolved = resolveSqlOptions(options)
+  checkClient('installPostgres', client)
+  const resolved = resolveSqlOptions(options, {
+    where: 'installPostgres options',
+    more: ['shards', 'onProgress', 'shardsPerTransaction'],
+  })
+  checkCallback('onProgress', options.onProgress)
   const shards = readShardList(options.shards, resolved.sharding)
   const perTransaction = readInteger('shardsPerTransaction', options.shardsPerTransaction, 50, {
     min: 1,
@@ -131,6 +142,16 @@ export async function installPostgres(
   } catch (error) {
     session.release(error instanceof Error ? error : undefined)
     throw translate(error)
+  }
+}
+
+/**
+ * Throws unless `callback` is undefined or a function. @internal
+ * @throws InvalidArgumentError
+ */
+export function checkCallback(name: string, callback: unknown): void {
+  if (callback !== undefined && typeof callback !== 'function') {
+    throw new InvalidArgumentError(`${name} must be a function, got ${describeValue(callback)}.`)
   }
 }
 
@@ -282,11 +303,17 @@ export async function readInstalledSharding(
   client: SqlClient,
   options: { schema?: string } = {},
 ): Promise<Sharding | undefined> {
+  checkClient('readInstalledSharding', client)
+  checkKnownOptions('readInstalledSharding options', options, ['schema'])
   const session = await openSession(client).catch((error: unknown) => {
     throw translatePostgresError(error, { what: 'readInstalledSharding', connecting: true })
   })
   try {
-    const installed = await readShardingFrom(session.query, options.schema ?? 'shardflake')
+    const installed = await readShardingFrom(session.query, options.schema ?? 'shardflake').catch(
+      (error: unknown) => {
+        throw translatePostgresError(error, { what: 'readInstalledSharding' })
+      },
+    )
     if (!installed) return undefined
     if (installed.logicalShards === null) {
       throw new ConfigurationError(
@@ -311,11 +338,21 @@ export async function readInstalledShards(
   client: SqlClient,
   options: { schema?: string; includeRetired?: boolean } = {},
 ): Promise<number[]> {
+  checkClient('readInstalledShards', client)
+  checkKnownOptions('readInstalledShards options', options, ['schema', 'includeRetired'])
   const schema = quoteIdentifier('schema', options.schema ?? 'shardflake')
   // to_jsonb: also reads metadata installed before the retired_at column existed.
   const where = options.includeRetired ? '' : ` WHERE to_jsonb(s) ->> 'retired_at' IS NULL`
-  const result = await client.query(`SELECT shard FROM ${schema}.shards s${where} ORDER BY shard`)
-  return (result.rows as { shard: number }[]).map((row) => Number(row.shard))
+  let rows: unknown[]
+  try {
+    ;({ rows } = await client.query(`SELECT shard FROM ${schema}.shards s${where} ORDER BY shard`))
+  } catch (error) {
+    // 3F000 invalid_schema_name, 42P01 undefined_table: nothing installed in this schema.
+    const code = (error as { code?: unknown } | null)?.code
+    if (code === '3F000' || code === '42P01') return []
+    throw translatePostgresError(error, { what: 'readInstalledShards' })
+  }
+  return (rows as { shard: number }[]).map((row) => Number(row.shard))
 }
 
 /**
@@ -332,5 +369,12 @@ export async function setDefault(
   client: SqlClient,
   options: { table: string; shard: number; column?: string; schemaPrefix?: string },
 ): Promise<void> {
-  await client.query(setDefaultSql(options))
+  checkClient('setDefault', client)
+  checkKnownOptions('setDefault options', options, ['table', 'shard', 'column', 'schemaPrefix'])
+  const sql = setDefaultSql(options)
+  try {
+    await client.query(sql)
+  } catch (error) {
+    throw translatePostgresError(error, { what: 'setDefault' })
+  }
 }

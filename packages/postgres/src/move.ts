@@ -8,8 +8,8 @@ import {
   type ShardingDescription,
   type ShardList,
 } from '@shardflake/core'
-import { openSession, type Session, type SqlClient } from './client'
-import { transaction, translate } from './installer'
+import { checkClient, openSession, type Session, type SqlClient } from './client'
+import { checkCallback, transaction, translate } from './installer'
 import { arrive, checkMove, describeDatabase, fence, sameDatabase, step } from './move-steps'
 import { commonScript, retirementColumnsScript } from './sql/common'
 import { type PostgresSqlOptions, resolveSqlOptions } from './sql/options'
@@ -92,7 +92,13 @@ export interface MovePostgresResult {
 export async function movePostgresShards(
   options: MovePostgresOptions,
 ): Promise<MovePostgresResult> {
-  const resolved = resolveSqlOptions(options)
+  const resolved = resolveSqlOptions(options, {
+    where: 'movePostgresShards options',
+    more: ['from', 'to', 'shards', 'onProgress', 'lockTimeoutMs'],
+  })
+  checkClient('movePostgresShards (from)', options.from)
+  checkClient('movePostgresShards (to)', options.to)
+  checkCallback('onProgress', options.onProgress)
   const shards = readShardList(options.shards, resolved.sharding)
   const lockTimeoutMs = checkMoveEnds(options, 'database')
   const sessions: Session[] = []

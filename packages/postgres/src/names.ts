@@ -1,4 +1,10 @@
-import { checkIdentifier, InvalidArgumentError, InvalidIdentifierError } from '@shardflake/core'
+import {
+  checkIdentifier,
+  checkKnownOptions,
+  describeValue,
+  InvalidArgumentError,
+  InvalidIdentifierError,
+} from '@shardflake/core'
 
 export { checkIdentifier }
 
@@ -12,6 +18,7 @@ export function quoteIdentifier(kind: string, value: unknown): string {
  * @throws InvalidIdentifierError
  */
 export function quoteQualified(kind: string, value: string): string {
+  if (typeof value !== 'string') throw new InvalidIdentifierError(kind, String(value))
   const parts = value.split('.')
   if (parts.length > 2) throw new InvalidIdentifierError(kind, value)
   return parts.map((part) => quoteIdentifier(kind, part)).join('.')
@@ -39,6 +46,7 @@ export function shardSchemaName(shard: number, prefix = 'shard_'): string {
  * ```
  */
 export function defaultClause(shard: number, options: { schemaPrefix?: string } = {}): string {
+  checkKnownOptions('defaultClause options', options, ['schemaPrefix'])
   checkShardNumber(shard)
   return `DEFAULT ${quoteIdentifier('schema', shardSchemaName(shard, options.schemaPrefix))}.next_id()`
 }
@@ -55,13 +63,17 @@ export function setDefaultSql(options: {
   column?: string
   schemaPrefix?: string
 }): string {
+  checkKnownOptions('setDefaultSql options', options, ['table', 'shard', 'column', 'schemaPrefix'])
   const table = quoteQualified('table', options.table)
   const column = quoteIdentifier('column', options.column ?? 'id')
-  return `ALTER TABLE ${table} ALTER COLUMN ${column} SET ${defaultClause(options.shard, options)}`
+  const clause = defaultClause(options.shard, { schemaPrefix: options.schemaPrefix })
+  return `ALTER TABLE ${table} ALTER COLUMN ${column} SET ${clause}`
 }
 
 function checkShardNumber(shard: number): void {
   if (!Number.isSafeInteger(shard) || shard < 0) {
-    throw new InvalidArgumentError(`A shard number must be an integer >= 0, got ${String(shard)}.`)
+    throw new InvalidArgumentError(
+      `A shard number must be an integer >= 0, got ${describeValue(shard)}.`,
+    )
   }
 }

@@ -1,24 +1,26 @@
 import {
   ConfigurationError,
   checkCount,
+  checkKnownOptions,
   checkServedShard,
   contextQueryRule,
   type DatabaseSourceOptions,
+  describeValue,
   type IdInput,
   type IdRequestContext,
   type IdSource,
   PrefetchBuffers,
+  RunningCalls,
   readSourceDuration,
   requireSharding,
   type Sharding,
   ShardingMismatchError,
   type ShardMap,
   SourceUnavailableError,
-  throwIfCancelled,
   toShardMap,
   withDeadline,
 } from '@shardflake/core'
-import type { SqlClient } from './client'
+import { checkClient, type SqlClient } from './client'
 import { type Call, Connections, type PostgresDatabase, type Rows } from './connections'
 import { translatePostgresError } from './errors'
 import { checkInstalled, readShardingFrom } from './installer'
@@ -39,11 +41,26 @@ export interface PostgresSourceOptions extends DatabaseSourceOptions<PostgresDat
   schema?: string
 }
 
+const SOURCE_OPTIONS = [
+  'sharding',
+  'databases',
+  'shards',
+  'schemaPrefix',
+  'schema',
+  'timeoutMs',
+  'prefetch',
+  'useContextQuery',
+]
+
 /**
  * IDs from the `next_id()`/`next_ids(n)` functions installed by {@link installPostgres}: each
  * logical shard's IDs come from the database that holds the shard, a batch in one round trip.
  * Concurrency-safe: uniqueness is the database's (the sequence), not this object's. Every failure
  * is a `ShardflakeError` (see the package README's errors table).
+ *
+ * Every call is bounded by `timeoutMs` and the caller's `context.signal`. {@link close} is
+ * bounded too: it ends the calls still running at once (`CancelledError`) and returns within
+ * `timeoutMs` even when a server stopped answering, for a SIGTERM handler that waits on it.
  *
  * @example One server
  * ```ts
@@ -72,31 +89,42 @@ export class PostgresSource implements IdSource {
   private readonly schemaPrefix: string
   private readonly schema: string
   private readonly verified = new Map<SqlClient, Promise<void>>()
-  private readonly connections = new Connections()
+  private readonly connections: Connections
   private readonly buffers: PrefetchBuffers | undefined
   private readonly useContext: (shard: number) => boolean
-  private closed = false
+  private readonly calls = new RunningCalls('PostgresSource')
+  private closing: Promise<void> | undefined
 
   /**
    * @throws ConfigurationError without a sharding (the message names `logicalShards`).
    * @throws InvalidLayoutError for a decode-only layout; TimeExhaustedError for a used-up one.
    * @throws ShardingMismatchError for a shard map of another sharding.
-   * @throws InvalidArgumentError for a `timeoutMs` out of bounds or a bad prefetch size.
+   * @throws InvalidArgumentError for an unknown option (naming the closest known one), a
+   *   `timeoutMs` out of bounds or a bad prefetch size.
    */
   constructor(options: PostgresSourceOptions) {
+    // A missing sharding first: its message names logicalShards (a layout alone is not enough).
     const sharding = requireSharding(options?.sharding, 'PostgresSource')
+    checkKnownOptions('PostgresSource options', options, SOURCE_OPTIONS)
     sharding.layout.checkGenerating()
     this.sharding = sharding
     this.shardMap = toShardMap(sharding, options.databases, options.shards)
-    this.schemaPrefix = options.schemaPrefix ?? 'shard_'
+    for (const target of this.shardMap.targets()) {
+      if (typeof target !== 'string') checkClient('PostgresSource (databases)', target)
+    }
+    this.schemaPrefix = checkIdentifier('schema prefix', options.schemaPrefix ?? 'shard_')
     this.schema = checkIdentifier('schema', options.schema ?? 'shardflake')
     shardSchemaName(sharding.logicalShards - 1, this.schemaPrefix)
     this.timeoutMs = readSourceDuration('timeoutMs', options.timeoutMs, {
       min: 1,
     })
-    if (options.prefetch) {
+    this.connections = new Connections(this.timeoutMs)
+    if (options.prefetch !== undefined) {
       this.buffers = new PrefetchBuffers(
-        (shard, count) => this.fetch(shard, count),
+        (shard, count) =>
+          this.calls.run(this.what(shard, count), undefined, (signal) =>
+            this.fetch(shard, count, undefined, signal),
+          ),
         options.prefetch,
       )
     }
@@ -129,29 +157,45 @@ export class PostgresSource implements IdSource {
   async nextIds(shard: number, count: number, context?: IdRequestContext): Promise<bigint[]> {
     checkCount(count)
     checkServedShard(this.shardMap, shard)
-    const what = `next_ids(${count}) of logical shard ${shard}`
-    throwIfCancelled(context?.signal, what)
+    const what = this.what(shard, count)
     // A call on the caller's connection takes exactly what it returns; buffers use the pools.
     const query = context?.query && this.useContext(shard) ? context.query : undefined
-    if (this.buffers && !query) {
-      const buffers = this.buffers
-      return withDeadline(() => buffers.take(shard, count), {
-        timeoutMs: this.timeoutMs,
-        signal: context?.signal,
-        what,
-      })
+    const buffers = this.buffers
+    if (buffers && !query) {
+      // A buffer hit needs no waiting, so nothing to bound or to end on close: served at once.
+      this.calls.check(what, context?.signal)
+      const ready = buffers.takeReady(shard, count)
+      if (ready) return ready
     }
-    return this.fetch(shard, count, query, context?.signal)
+    return await this.calls.run(what, context?.signal, (signal) =>
+      buffers && !query
+        ? withDeadline(() => buffers.take(shard, count, signal), {
+            timeoutMs: this.timeoutMs,
+            signal,
+            what,
+          })
+        : this.fetch(shard, count, query, signal),
+    )
   }
 
   /**
-   * Drops the prefetch buffers and ends the pools the source opened from URLs. Pools and clients
-   * you passed in stay open: you end them. Safe to call twice.
+   * Ends the calls still running at once (`CancelledError`, nothing issued to them), drops the
+   * prefetch buffers and ends the pools the source opened from URLs: within `timeoutMs`, after
+   * which the connections of a pool that has not ended (a server that stopped answering) are
+   * destroyed. The connections that running calls held on pools you passed in are given back
+   * broken; those pools stay open: you end them. Safe to call twice.
    */
-  async close(): Promise<void> {
-    this.closed = true
-    this.buffers?.clear()
-    await this.connections.close()
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.calls.close()
+      this.buffers?.clear()
+      await this.connections.close()
+    })()
+    return this.closing
+  }
+
+  private what(shard: number, count: number): string {
+    return `next_ids(${count}) of logical shard ${shard}`
   }
 
   private statement(shard: number): string {
@@ -168,12 +212,11 @@ export class PostgresSource implements IdSource {
     query?: IdRequestContext['query'],
     signal?: AbortSignal,
   ): Promise<bigint[]> {
-    if (this.closed) throw new ConfigurationError('This PostgresSource is closed.')
-    const what = `next_ids(${count}) of logical shard ${shard}`
+    const what = this.what(shard, count)
     const sql = this.statement(shard)
     const target = this.shardMap.targetFor(shard)
     const call: Call = {}
-    const rows = await withDeadline(
+    const rows: unknown = await withDeadline(
       async () => {
         const database = await this.connections.open(target, what)
         await this.verify(database)
@@ -188,18 +231,11 @@ export class PostgresSource implements IdSource {
         signal,
         what,
         // Stop the statement on the server too, so a lock or a wait does not outlive the call.
-        onGiveUp: () => this.connections.cancel(call),
+        // (On close the connection is given back broken instead: see Connections.close.)
+        onGiveUp: () => (this.calls.closed ? undefined : this.connections.cancel(call)),
       },
     )
-    const text = rows[0]?.ids
-    if (typeof text !== 'string') {
-      throw new SourceUnavailableError(`${what} returned no IDs.`)
-    }
-    const ids = text.split(',').map((id) => BigInt(id))
-    if (ids.length !== count) {
-      throw new SourceUnavailableError(`${what} returned ${ids.length} IDs.`)
-    }
-    return ids
+    return readIds(rows, count, what)
   }
 
   private async guard(work: () => Promise<Rows>, shard: number | undefined, what: string) {
@@ -258,4 +294,28 @@ export class PostgresSource implements IdSource {
     }
     return check
   }
+}
+
+/**
+ * The IDs of a `next_ids` row: `count` decimal integers, comma-separated. Anything else (a
+ * caller's `context.query` that returned no rows, `null`, or other values) is refused.
+ * @throws SourceUnavailableError
+ */
+function readIds(rows: unknown, count: number, what: string): bigint[] {
+  const text = Array.isArray(rows) ? (rows[0] as { ids?: unknown } | undefined)?.ids : undefined
+  let ids: bigint[] | undefined
+  if (typeof text === 'string' && text !== '') {
+    try {
+      ids = text.split(',').map((id) => BigInt(id))
+    } catch {}
+  }
+  if (!ids) {
+    throw new SourceUnavailableError(
+      `${what} returned ${Array.isArray(rows) ? `no IDs (${describeValue(text)})` : describeValue(rows)} instead of a row with its IDs: is context.query running the statement it is given, on the shard's database? Nothing was issued.`,
+    )
+  }
+  if (ids.length !== count) {
+    throw new SourceUnavailableError(`${what} returned ${ids.length} IDs. Nothing was issued.`)
+  }
+  return ids
 }

@@ -1,5 +1,8 @@
 import {
   ConfigurationError,
+  checkKnownOptions,
+  describeValue,
+  InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
   readSourceDuration,
@@ -116,6 +119,20 @@ export const recommendedRedisOptions: RedisOptions = Object.freeze({
   retryStrategy: (times: number) => Math.min(times * 50, 500),
 })
 
+const SOURCE_OPTIONS = [
+  'sharding',
+  'servers',
+  'keyPrefix',
+  'maxDriftMs',
+  'maxWaitMs',
+  'timeoutMs',
+  'retryAfterMs',
+  'strategy',
+  'clock',
+  'sleep',
+  'floorOf',
+]
+
 /** The options of a {@link RedisSource}, checked and with their defaults. */
 export interface ResolvedOptions {
   readonly sharding: Sharding
@@ -138,7 +155,16 @@ export interface ResolvedOptions {
  * @throws InvalidArgumentError for a duration out of its bounds.
  */
 export function resolveOptions(options: RedisSourceOptions): ResolvedOptions {
+  // A missing sharding first: its message names logicalShards (a layout alone is not enough).
   const sharding = requireSharding(options?.sharding, 'RedisSource')
+  checkKnownOptions('RedisSource options', options, SOURCE_OPTIONS)
+  for (const name of ['clock', 'sleep', 'floorOf'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') {
+      throw new InvalidArgumentError(
+        `${name} must be a function, got ${describeValue(options[name])}.`,
+      )
+    }
+  }
   const { layout } = sharding
   layout.checkGenerating(options.clock?.() ?? Date.now())
   if (layout.order[0] !== 'time' || layout.order[3] !== 'sequence') {

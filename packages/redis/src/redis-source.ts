@@ -1,14 +1,13 @@
 import {
   CancelledError,
   ClockMovedBackwardsError,
-  ConfigurationError,
   checkCount,
   type IdRequestContext,
   type IdSource,
   type Layout,
+  RunningCalls,
   type Sharding,
   ShardOverloadedError,
-  throwIfCancelled,
 } from '@shardflake/core'
 import {
   type RedisSourceOptions,
@@ -44,6 +43,9 @@ const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
  * moves on to the next; {@link nextIdsWithServer} and {@link serverOf} tell which server issued
  * an ID. **Cost**: one `EVALSHA` round trip per call, whatever the batch size.
  *
+ * **Closing**: {@link close} ends the calls still running at once (`CancelledError`) and returns
+ * within `timeoutMs`, also when a server stopped answering.
+ *
  * @example
  * ```ts
  * import { defineSharding, instagram } from '@shardflake/core'
@@ -77,7 +79,8 @@ export class RedisSource implements IdSource {
   /** Highest counter this source received per shard, sent as a floor with every call. */
   private readonly floors = new Map<number, number>()
   private readonly sequences: bigint[] | undefined
-  private closed = false
+  private readonly calls = new RunningCalls('RedisSource')
+  private closing: Promise<void> | undefined
 
   /**
    * @throws ConfigurationError naming `logicalShards` without a sharding, or for bad options.
@@ -148,23 +151,41 @@ export class RedisSource implements IdSource {
     return (decoded.time * this.span + decoded.sequence) % this.step
   }
 
-  /** Closes the clients the source made from URLs. Clients passed in stay open. */
-  async close(): Promise<void> {
-    if (this.closed) return
-    this.closed = true
-    await this.set.close()
+  /**
+   * Ends the calls still running at once (`CancelledError`, nothing issued to them) and closes
+   * the clients the source made from URLs: each with QUIT, disconnected when a server has not
+   * answered within `timeoutMs`. Clients passed in stay open. Safe to call twice.
+   */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.calls.close()
+      await this.set.close()
+    })()
+    return this.closing
   }
 
-  private async take(
+  private take(
     shard: number,
     count: number,
     withServers: boolean,
     context: IdRequestContext | undefined,
   ): Promise<ServedIds> {
-    this.sharding.checkShard(shard)
-    if (this.closed) throw new ConfigurationError('This RedisSource is closed.')
-    const signal = context?.signal
-    throwIfCancelled(signal, 'RedisSource')
+    try {
+      this.sharding.checkShard(shard)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return this.calls.run(`nextIds of shard ${shard}`, context?.signal, (signal) =>
+      this.draw(shard, count, withServers, signal),
+    )
+  }
+
+  private async draw(
+    shard: number,
+    count: number,
+    withServers: boolean,
+    signal: AbortSignal,
+  ): Promise<ServedIds> {
     if (this.floorOf) await this.askFloor(shard)
     const ids: bigint[] = []
     const servers: string[] = []

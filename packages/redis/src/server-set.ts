@@ -107,9 +107,9 @@ export class ServerSet {
     })
   }
 
-  /** Closes the clients made from URLs; clients passed in stay open. */
+  /** Closes the clients made from URLs within `timeoutMs`; clients passed in stay open. */
   close(): Promise<void> {
-    return closeServers(this.servers)
+    return closeServers(this.servers, this.config.timeoutMs)
   }
 
   /** One try on one server, every failure translated. */

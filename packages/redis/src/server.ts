@@ -1,4 +1,9 @@
-import { ConfigurationError } from '@shardflake/core'
+import {
+  ConfigurationError,
+  closeWithin,
+  describeValue,
+  InvalidArgumentError,
+} from '@shardflake/core'
 import { Redis } from 'ioredis'
 import { type ResolvedOptions, recommendedRedisOptions } from './options'
 import { configStamp } from './script'
@@ -30,74 +35,106 @@ export interface Server {
  * Makes a {@link Server} of each configured input: a client for each URL (with
  * {@link recommendedRedisOptions} and the source's `timeoutMs`), the client as given otherwise.
  * @throws ConfigurationError for an input that is neither, before any client is made.
+ * @throws InvalidArgumentError for a string that is not a Redis URL (the clients made before it
+ *   are closed).
  */
 export function openServers(config: ResolvedOptions): Server[] {
-  const { layout, sharding, inputs, workerMode, timeoutMs } = config
+  const { inputs } = config
   for (const input of inputs) {
     if (typeof input !== 'string' && !(input instanceof Redis)) {
-      throw new ConfigurationError('servers must be redis:// URLs or ioredis clients.')
+      throw new ConfigurationError(
+        `servers must be redis:// URLs or ioredis clients, got ${describeValue(input)}.`,
+      )
     }
   }
-  const step = workerMode ? 1 : inputs.length
-  const driftUnits = Math.floor(config.maxDriftMs / layout.timeUnitMs)
-  return inputs.map((input, index) => {
-    const owned = typeof input === 'string'
-    const client = owned
-      ? new Redis(input, {
-          ...recommendedRedisOptions,
-          commandTimeout: timeoutMs,
-          connectTimeout: timeoutMs,
-        })
-      : input
-    const stamp = configStamp(
-      sharding,
-      driftUnits,
-      workerMode ? `worker=${index}` : `offset=${index}/${step}`,
-    )
-    const { host, port, path } = client.options
-    const server: Server = {
-      name: path ? String(path) : `${host ?? 'localhost'}:${port ?? 6379}`,
-      client,
-      owned,
-      stamp,
-      fixedArgs: [
-        step,
-        workerMode ? 0 : index,
-        stamp,
-        layout.epoch,
-        layout.timeUnitMs,
-        layout.maxSequence + 1,
-        driftUnits,
-      ],
-      worker: workerMode ? BigInt(index) << layout.shifts.worker : 0n,
-      downUntil: 0,
-      socketError: undefined,
-      shardingChecked: undefined,
-      shardingVerified: false,
-    }
-    // The last connection error tells a refused connection from a lost one; listening also
-    // keeps ioredis from printing every reconnect attempt.
-    client.on('error', (error: unknown) => {
-      server.socketError = error
-    })
-    client.on('ready', () => {
-      server.socketError = undefined
-    })
-    return server
-  })
+  const servers: Server[] = []
+  try {
+    for (const [index, input] of inputs.entries()) servers.push(openServer(config, input, index))
+  } catch (error) {
+    for (const server of servers) if (server.owned) server.client.disconnect()
+    throw error
+  }
+  return servers
 }
 
-/** Closes the clients made from URLs; clients passed in stay open. */
-export async function closeServers(servers: readonly Server[]): Promise<void> {
+/** The {@link Server} of one input of `servers`. */
+function openServer(config: ResolvedOptions, input: string | Redis, index: number): Server {
+  const { layout, sharding, inputs, workerMode, timeoutMs } = config
+  const step = workerMode ? 1 : inputs.length
+  const driftUnits = Math.floor(config.maxDriftMs / layout.timeUnitMs)
+  const owned = typeof input === 'string'
+  const client = owned ? connect(input, index, timeoutMs) : input
+  const stamp = configStamp(
+    sharding,
+    driftUnits,
+    workerMode ? `worker=${index}` : `offset=${index}/${step}`,
+  )
+  const { host, port, path } = client.options
+  const server: Server = {
+    name: path ? String(path) : `${host ?? 'localhost'}:${port ?? 6379}`,
+    client,
+    owned,
+    stamp,
+    fixedArgs: [
+      step,
+      workerMode ? 0 : index,
+      stamp,
+      layout.epoch,
+      layout.timeUnitMs,
+      layout.maxSequence + 1,
+      driftUnits,
+    ],
+    worker: workerMode ? BigInt(index) << layout.shifts.worker : 0n,
+    downUntil: 0,
+    socketError: undefined,
+    shardingChecked: undefined,
+    shardingVerified: false,
+  }
+  // The last connection error tells a refused connection from a lost one; listening also
+  // keeps ioredis from printing every reconnect attempt.
+  client.on('error', (error: unknown) => {
+    server.socketError = error
+  })
+  client.on('ready', () => {
+    server.socketError = undefined
+  })
+  return server
+}
+
+/** A client for a URL of `servers`. @throws InvalidArgumentError for a string that is not one. */
+function connect(url: string, index: number, timeoutMs: number): Redis {
+  try {
+    return new Redis(url, {
+      ...recommendedRedisOptions,
+      commandTimeout: timeoutMs,
+      connectTimeout: timeoutMs,
+    })
+  } catch (error) {
+    throw new InvalidArgumentError(
+      `servers[${index}] is not a Redis URL: ${describeValue(url)}. Give redis://host:6379 (rediss:// for TLS), or an ioredis client.`,
+      { cause: error },
+    )
+  }
+}
+
+/**
+ * Closes the clients made from URLs, each with QUIT and within `timeoutMs`: a client whose QUIT
+ * has not been answered by then (a server that stopped answering) is disconnected and its socket
+ * destroyed. Clients passed in stay open.
+ */
+export async function closeServers(servers: readonly Server[], timeoutMs: number): Promise<void> {
   await Promise.all(
     servers
       .filter((server) => server.owned)
-      .map(async (server) => {
-        try {
-          await server.client.quit()
-        } catch {
-          server.client.disconnect()
-        }
-      }),
+      .map((server) =>
+        closeWithin(
+          timeoutMs,
+          () => server.client.quit(),
+          () => {
+            server.client.disconnect()
+            server.client.stream?.destroy()
+          },
+        ),
+      ),
   )
 }

@@ -39,6 +39,23 @@ describe('RedisSource refuses bad input before anything happens', () => {
     expect(() => new RedisSource(options)).toThrow(/logicalShards/)
   })
 
+  it('refuses a server string that is not a Redis URL, and misspelled options naming the closest', () => {
+    // As a JavaScript caller may write them.
+    const construct = (options: unknown) => Reflect.construct(RedisSource, [options])
+    expect(() => construct({ sharding, servers: 'not a url' })).toThrow(InvalidArgumentError)
+    expect(() => construct({ sharding, servers: [a.url, 'not a url'] })).toThrow(
+      'servers[1] is not a Redis URL: "not a url".',
+    )
+    expect(() => construct({ sharding, servers: [null] })).toThrow(ConfigurationError)
+    expect(() => construct({ sharding, servers: a.url, timeoutMS: 5 })).toThrow(
+      'RedisSource options has no option "timeoutMS". Did you mean "timeoutMs"?',
+    )
+    expect(() => construct({ sharding, servers: a.url, maxDriftMS: 5 })).toThrow(
+      'Did you mean "maxDriftMs"?',
+    )
+    expect(() => construct({ sharding, servers: a.url, floorOf: 5 })).toThrow(InvalidArgumentError)
+  })
+
   it('bounds every duration option', () => {
     for (const bad of [
       { maxDriftMs: 1e14 },

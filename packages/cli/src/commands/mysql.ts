@@ -2,7 +2,9 @@ import type { MoveMysqlResult } from '@shardflake/mysql'
 import { type Command, Option } from 'commander'
 import type { CliIo } from '../cli-io'
 import {
+  addConnectTimeout,
   addShardOptions,
+  connectTimeoutFlag,
   progressBar,
   readShardFlags,
   runInstall,
@@ -62,19 +64,22 @@ export function registerMysqlCommands(
   })
 
   common(
-    parents.install
-      .command('mysql')
-      .description('install per-shard next_id() into a MySQL 8 / MariaDB server (idempotent)')
-      .option(
-        '--url <url>',
-        'connection URL, mysql://user:password@host:3306/database (default: the MYSQL_URL environment variable; --url or MYSQL_URL is required)',
-      ),
+    addConnectTimeout(
+      parents.install
+        .command('mysql')
+        .description('install per-shard next_id() into a MySQL 8 / MariaDB server (idempotent)')
+        .option(
+          '--url <url>',
+          'connection URL, mysql://user:password@host:3306/database (default: the MYSQL_URL environment variable; --url or MYSQL_URL is required)',
+        ),
+    ),
     undefined,
   ).action(async (flags: MysqlFlags) => {
     const options = readOptions(flags)
     const url = urlFlag(flags, 'MYSQL_URL', 'server')
+    const connectTimeout = connectTimeoutFlag(flags.connectTimeoutMs)
     const { createMysqlPool, installMysql } = await import('@shardflake/mysql')
-    const pool = await createMysqlPool({ uri: url, connectionLimit: 1 })
+    const pool = await createMysqlPool({ uri: url, connectionLimit: 1, connectTimeout })
     await runInstall(
       'server',
       pool,
@@ -94,21 +99,24 @@ export function registerMysqlCommands(
   })
 
   common(
-    parents.move
-      .command('mysql')
-      .description(
-        'move logical shards to another MySQL/MariaDB server: fence them on the old one, continue above them on the new one (resumable)',
-      )
-      .requiredOption('--from <url>', 'connection URL of the server the shards live on now')
-      .requiredOption('--to <url>', 'connection URL of the server that takes them over')
-      .option('--lock-timeout-ms <n>', 'longest wait for the locks of each step', '5000'),
+    addConnectTimeout(
+      parents.move
+        .command('mysql')
+        .description(
+          'move logical shards to another MySQL/MariaDB server: fence them on the old one, continue above them on the new one (resumable)',
+        )
+        .requiredOption('--from <url>', 'connection URL of the server the shards live on now')
+        .requiredOption('--to <url>', 'connection URL of the server that takes them over')
+        .option('--lock-timeout-ms <n>', 'longest wait for the locks of each step', '5000'),
+    ),
     undefined,
   ).action(async (flags: MoveFlags) => {
     const options = readOptions(flags)
+    const connectTimeout = connectTimeoutFlag(flags.connectTimeoutMs)
     const { createMysqlPool, moveMysqlShards } = await import('@shardflake/mysql')
     await runMove<MoveMysqlResult>(io, flags.lockTimeoutMs, async () => {
-      const from = await createMysqlPool({ uri: flags.from, connectionLimit: 1 })
-      const to = await createMysqlPool({ uri: flags.to, connectionLimit: 1 })
+      const from = await createMysqlPool({ uri: flags.from, connectionLimit: 1, connectTimeout })
+      const to = await createMysqlPool({ uri: flags.to, connectionLimit: 1, connectTimeout })
       return {
         place: 'server',
         connections: [from, to],

@@ -67,6 +67,36 @@ function descendantsOf(pid: number): number[] {
 }
 
 /**
+ * Sends `signal` to `child`'s process group and to every process below it that left the group:
+ * PostgreSQL's backends each lead a group of their own (setsid), so pausing the postmaster's
+ * group alone would leave open connections answering.
+ */
+export function signalTree(child: ChildProcess, signal: NodeJS.Signals): void {
+  signalGroup(child, signal)
+  if (child.pid === undefined) return
+  for (const pid of descendants(child.pid)) {
+    try {
+      process.kill(pid, signal)
+    } catch {} // it exited meanwhile
+  }
+}
+
+/** The processes below `pid` (children, their children, ...), from `pgrep -P`. */
+function descendants(pid: number): number[] {
+  let children: number[]
+  try {
+    children = execFileSync('pgrep', ['-P', String(pid)])
+      .toString()
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map(Number)
+  } catch {
+    return [] // pgrep exits with 1 when there are none
+  }
+  return children.flatMap((child) => [child, ...descendants(child)])
+}
+
+/**
  * The uid and gid of `user`, when this process runs as root; else undefined (run as ourselves).
  * Database servers refuse to run as root.
  */

@@ -3,7 +3,7 @@ import { chownSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } fr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort } from './free-port'
-import { identity, signalGroup, track } from './processes'
+import { identity, signalGroup, signalTree, track } from './processes'
 import type { ServerOptions, ThrowawayServer } from './throwaway-server'
 
 const TERMINATING = new Set<NodeJS.Signals>(['SIGKILL', 'SIGTERM', 'SIGINT', 'SIGQUIT'])
@@ -109,10 +109,12 @@ export async function startServer(
 
   const kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
     if (!child || !isRunning()) return
-    signalGroup(child, signal)
+    // Pausing and resuming reach every process of the server, open connections' included.
+    if (signal === 'SIGSTOP' || signal === 'SIGCONT') signalTree(child, signal)
+    else signalGroup(child, signal)
     if (TERMINATING.has(signal)) {
       // A paused group would not handle the signal.
-      if (signal !== 'SIGKILL') signalGroup(child, 'SIGCONT')
+      if (signal !== 'SIGKILL') signalTree(child, 'SIGCONT')
       await exited
     }
   }
@@ -121,7 +123,7 @@ export async function startServer(
   const shutdown = async (signal = recipe.stopSignal) => {
     if (!child || !isRunning()) return
     const current = child
-    signalGroup(current, 'SIGCONT')
+    signalTree(current, 'SIGCONT')
     current.kill(signal)
     const timer = setTimeout(() => signalGroup(current, 'SIGKILL'), 10_000)
     await exited

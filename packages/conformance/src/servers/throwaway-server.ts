@@ -55,7 +55,8 @@ export interface ThrowawayServer {
   /**
    * Sends `signal` to the server and every process it started (its process group). For SIGKILL,
    * SIGTERM, SIGINT and SIGQUIT, waits until the server has exited; the data stays, so
-   * {@link restart} brings it back. `SIGSTOP` pauses the server (connections stay open, nothing
+   * {@link restart} brings it back. `SIGSTOP` pauses the server and every process it started,
+   * the backends of open PostgreSQL connections included (connections stay open, nothing
    * answers: a server that does not answer in time); `SIGCONT` resumes it.
    * @default 'SIGKILL'
    */

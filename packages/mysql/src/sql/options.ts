@@ -1,4 +1,5 @@
 import {
+  checkKnownOptions,
   InvalidArgumentError,
   InvalidLayoutError,
   type Layout,
@@ -57,6 +58,26 @@ export interface ResolvedSqlOptions {
   readonly schemaPrefix: string
   readonly maxDriftMs: number
   readonly counterEngine: CounterEngine
+}
+
+/** The names of {@link MysqlSqlOptions}. @internal */
+export const SQL_OPTIONS = [
+  'sharding',
+  'dialect',
+  'schemaPrefix',
+  'maxDriftMs',
+  'counterEngine',
+] as const
+
+/**
+ * Refuses options that are not an object, or hold an option that is neither an SQL option nor
+ * one of `more` (the function's own), naming the closest known one. @internal
+ * @throws InvalidArgumentError
+ */
+export function checkSqlOptions(who: string, options: unknown, more: readonly string[] = []): void {
+  // A missing sharding first: its message names logicalShards (a layout alone is not enough).
+  requireSharding((options as Partial<MysqlSqlOptions> | null | undefined)?.sharding, who)
+  checkKnownOptions(`${who} options`, options, [...SQL_OPTIONS, ...more])
 }
 
 /** @internal */

@@ -1,5 +1,5 @@
 import { type Ddl, readShardList, type ShardList, toDdl } from '@shardflake/core'
-import { type MysqlSqlOptions, resolveSqlOptions } from './options'
+import { checkSqlOptions, type MysqlSqlOptions, resolveSqlOptions } from './options'
 import { STRICT_MODE_BEGIN, STRICT_MODE_END } from './shard-parts'
 import { shardRoutineStatements } from './shard-routines'
 import { shardSetupStatements } from './shard-setup'
@@ -34,6 +34,7 @@ export function shardStatements(o: ReturnType<typeof resolveSqlOptions>, shard: 
  * @throws ShardOutOfRangeError for shards outside the logical shards (checked before expanding).
  */
 export function mysqlSql(options: MysqlSqlScriptOptions): Ddl {
+  checkSqlOptions('mysqlSql', options, ['shards'])
   const o = resolveSqlOptions(options, 'mysqlSql')
   const shards = readShardList(options.shards, o.sharding)
   return toDdl(

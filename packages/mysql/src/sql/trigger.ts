@@ -1,6 +1,6 @@
 import { type Ddl, toDdl } from '@shardflake/core'
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../identifiers'
-import { type MysqlSqlOptions, resolveSqlOptions } from './options'
+import { checkSqlOptions, type MysqlSqlOptions, resolveSqlOptions } from './options'
 import { STRICT_MODE_BEGIN, STRICT_MODE_END } from './shard-parts'
 
 /** What {@link mysqlTriggerSql} takes. */
@@ -33,6 +33,7 @@ export interface MysqlTriggerOptions extends MysqlSqlOptions {
  * ```
  */
 export function mysqlTriggerSql(options: MysqlTriggerOptions): Ddl {
+  checkSqlOptions('mysqlTriggerSql', options, ['database', 'table', 'shard', 'column'])
   const o = resolveSqlOptions(options, 'mysqlTriggerSql')
   o.sharding.checkShard(options.shard)
   const database = quoteIdentifier('database', options.database)

@@ -1,8 +1,14 @@
-import { ConfigurationError, readSourceDuration } from '@shardflake/core'
+import {
+  ConfigurationError,
+  checkKnownOptions,
+  describeValue,
+  InvalidArgumentError,
+  readSourceDuration,
+} from '@shardflake/core'
 import type { Pool } from 'mysql2/promise'
 import { driverError } from '../errors'
 import { checkIdentifier } from '../identifiers'
-import { checkBigNumberConfig } from '../pool'
+import { checkBigNumberConfig, checkPool } from '../pool'
 import { ticketTable } from './sql'
 
 /** Largest increment (the number of ticket servers a sequence can have), as MySQL's own `auto_increment_increment`. */
@@ -88,16 +94,28 @@ export interface TicketConfig {
  *   increment above 65,535, or the same pool and database given twice.
  * @internal
  */
-export function resolveTicketConfig(options: TicketServersOptions): TicketConfig {
-  if (!options?.servers || options.servers.length === 0) {
-    throw new ConfigurationError('servers must not be empty.')
+export function resolveTicketConfig(
+  options: TicketServersOptions,
+  where = 'TicketServerSource',
+  more: readonly string[] = [],
+): TicketConfig {
+  checkKnownOptions(`${where} options`, options, [...TICKET_OPTIONS, ...more])
+  if (!Array.isArray(options.servers) || options.servers.length === 0) {
+    throw new ConfigurationError(
+      `servers must not be empty: give ${where} a list of mysql2 pools, one per ticket server (or { pool, offset, database } each), got ${describeValue(options.servers)}.`,
+    )
+  }
+  if (options.useServerSettings !== undefined && typeof options.useServerSettings !== 'boolean') {
+    throw new InvalidArgumentError(
+      `useServerSettings must be true or false, got ${describeValue(options.useServerSettings)}.`,
+    )
   }
   const sequence = checkIdentifier('sequence', options.sequence)
   const defaultDatabase = checkIdentifier('database', options.database ?? 'tickets')
   const increment = options.increment ?? options.servers.length
   const table = ticketTable(sequence)
-  const servers = options.servers.map((server, index): ServerEntry => {
-    const entry = 'pool' in server && !('query' in server) ? server : { pool: server as Pool }
+  const servers = options.servers.map((server: unknown, index): ServerEntry => {
+    const entry = serverEntry(server, index)
     const database = checkIdentifier('database', entry.database ?? defaultDatabase)
     return {
       pool: entry.pool,
@@ -138,6 +156,37 @@ export function resolveTicketConfig(options: TicketServersOptions): TicketConfig
     retryAfterMs: readSourceDuration('retryAfterMs', options.retryAfterMs),
     servers,
   }
+}
+
+/** The names of {@link TicketServersOptions}. */
+const TICKET_OPTIONS = [
+  'servers',
+  'sequence',
+  'database',
+  'increment',
+  'useServerSettings',
+  'timeoutMs',
+  'retryAfterMs',
+]
+
+/**
+ * One entry of `servers`: a pool, or `{ pool, offset?, database? }`.
+ * @throws InvalidArgumentError for anything else.
+ */
+function serverEntry(server: unknown, index: number): TicketServer {
+  const candidate = server as Partial<Pool> | null | undefined
+  if (typeof candidate?.getConnection === 'function' && typeof candidate.query === 'function') {
+    return { pool: server as Pool }
+  }
+  if (typeof server !== 'object' || server === null || !('pool' in server)) {
+    throw new InvalidArgumentError(
+      `servers[${index}] must be a mysql2 pool, or { pool, offset, database }, got ${describeValue(server)}.`,
+    )
+  }
+  checkKnownOptions(`servers[${index}]`, server, ['pool', 'offset', 'database'])
+  const entry = server as TicketServer
+  checkPool(`servers[${index}].pool`, entry.pool)
+  return entry
 }
 
 /** The recorded increment and offset of a server, for the source. @internal */

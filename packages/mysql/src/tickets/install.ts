@@ -73,7 +73,12 @@ interface TicketRow {
  * @throws SourceUnavailableError when a server cannot be reached (nothing changed).
  */
 export async function installTicketServers(options: InstallTicketServersOptions): Promise<void> {
-  const config = resolveTicketConfig(options)
+  const config = resolveTicketConfig(options, 'installTicketServers', [
+    'dialect',
+    'engine',
+    'reconfigure',
+    'startAbove',
+  ])
   const { servers, sequence } = config
   const startAbove = options.startAbove ?? 0n
   if (typeof startAbove !== 'bigint' || startAbove < 0n) {

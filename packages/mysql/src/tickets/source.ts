@@ -1,12 +1,13 @@
 import {
   ConfigurationError,
   checkCount,
+  describeValue,
   Failover,
   type IdRequestContext,
   type IdSource,
+  RunningCalls,
   ShardOutOfRangeError,
   SourceUnavailableError,
-  throwIfCancelled,
 } from '@shardflake/core'
 import { isServerFailure, translateError } from '../errors'
 import { callServer } from '../server-call'
@@ -36,6 +37,9 @@ export type TicketServerSourceOptions = TicketServersOptions
  * **These IDs are plain integers: no time, no shard** (`sharding` is `undefined`). They cannot be
  * decoded, are not time-ordered across servers, and shard rules do not apply to them.
  *
+ * {@link close} ends the calls still running at once (`CancelledError`; the connections they held
+ * are closed) and returns at once: the pools are yours.
+ *
  * @example
  * ```ts
  * import { createMysqlPool, installTicketServers, TicketServerSource } from '@shardflake/mysql'
@@ -58,10 +62,13 @@ export class TicketServerSource implements IdSource {
   private readonly config: TicketConfig
   private learning: Promise<void> | undefined
   private readonly failover: Failover<ServerEntry>
+  private readonly calls = new RunningCalls('TicketServerSource')
 
   /**
-   * @throws ConfigurationError for offsets that do not form 1..increment without repeats, an
-   *   increment above 65,535, or the same pool and database given twice.
+   * @throws ConfigurationError for no servers, offsets that do not form 1..increment without
+   *   repeats, an increment above 65,535, or the same pool and database given twice.
+   * @throws InvalidArgumentError for an unknown option (naming the closest known one), or a
+   *   server that is not a mysql2 pool or `{ pool, offset, database }`.
    */
   constructor(options: TicketServerSourceOptions) {
     this.config = resolveTicketConfig(options)
@@ -91,24 +98,39 @@ export class TicketServerSource implements IdSource {
     if (!Number.isSafeInteger(shard) || shard < 0) {
       throw new ShardOutOfRangeError(
         shard,
-        `Shard ${String(shard)} is not a shard number (ticket IDs carry no shard, but the argument is still checked).`,
+        `Shard ${typeof shard === 'number' ? shard : describeValue(shard)} is not a shard number (ticket IDs carry no shard, but the argument is still checked).`,
       )
     }
-    throwIfCancelled(context?.signal, `ticket sequence ${this.sequence}`)
-    if (this.config.useServerSettings) await this.learnAll()
-    return await this.failover.run((server) => this.draw(server, count, context?.signal), {
-      translate: (error, server) => translateError(error, { what: server.what }),
-      failsOver: isServerFailure,
-      unavailable: (failures) =>
-        new SourceUnavailableError(
-          `None of the ${this.config.servers.length} ticket servers of sequence ${this.sequence} answered within ${this.config.timeoutMs} ms (timeoutMs). Nothing was issued.`,
-          { cause: failures.at(-1)?.[1] },
-        ),
-    })
+    return await this.calls.run(
+      `ticket sequence ${this.sequence}`,
+      context?.signal,
+      async (signal) => {
+        if (this.config.useServerSettings) await this.learnAll()
+        return await this.failover.run((server) => this.draw(server, count, signal), {
+          translate: (error, server) =>
+            translateError(error, { what: server.what, notInstalled: this.notInstalled(server) }),
+          failsOver: isServerFailure,
+          unavailable: (failures) =>
+            new SourceUnavailableError(
+              `None of the ${this.config.servers.length} ticket servers of sequence ${this.sequence} answered within ${this.config.timeoutMs} ms (timeoutMs). Nothing was issued.`,
+              { cause: failures.at(-1)?.[1] },
+            ),
+        })
+      },
+    )
   }
 
-  /** Does nothing: the pools belong to the caller. */
-  close(): void {}
+  /**
+   * Ends the calls still running (`CancelledError`; the connections they held are closed, not
+   * given back) and refuses later ones. The pools are yours: they stay open. Safe to call twice.
+   */
+  close(): void {
+    this.calls.close()
+  }
+
+  private notInstalled(server: ServerEntry): string {
+    return `Ticket sequence ${this.sequence} is not installed on ${server.what} (no function ${server.database}.next_${this.sequence}): run installTicketServers({ servers, sequence: '${this.sequence}' }) with every server of the sequence. Nothing was issued.`
+  }
 
   private async draw(server: ServerEntry, count: number, signal?: AbortSignal): Promise<bigint[]> {
     const settings: TicketSettings = this.config.useServerSettings
@@ -127,6 +149,7 @@ export class TicketServerSource implements IdSource {
     ).catch((error: unknown) => {
       const translated = translateError(error, {
         what: `${server.what}, asked with increment ${settings.increment}, offset ${settings.offset},`,
+        notInstalled: this.notInstalled(server),
       })
       if (translated.code === 'CONFIGURATION') this.forgetSettings()
       throw translated

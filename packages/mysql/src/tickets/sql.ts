@@ -1,4 +1,10 @@
-import { type Ddl, InvalidArgumentError, toDdl } from '@shardflake/core'
+import {
+  checkKnownOptions,
+  type Ddl,
+  describeValue,
+  InvalidArgumentError,
+  toDdl,
+} from '@shardflake/core'
 import { checkIdentifier, quoteIdentifier } from '../identifiers'
 import type { MysqlDialect } from '../sql/options'
 import { MAX_BATCH, STRICT_MODE_BEGIN, STRICT_MODE_END } from '../sql/shard-parts'
@@ -50,8 +56,22 @@ export function ticketTable(sequence: string): string {
  * ```
  */
 export function ticketServerSql(options: TicketSqlOptions): Ddl {
+  checkKnownOptions('ticketServerSql options', options, [
+    'sequences',
+    'database',
+    'dialect',
+    'engine',
+  ])
+  if (!Array.isArray(options.sequences)) {
+    throw new InvalidArgumentError("sequences must be a list of sequence names, e.g. ['photos'].")
+  }
   const db = quoteIdentifier('database', options.database ?? 'tickets')
   const dialect = options.dialect ?? 'mariadb'
+  if (dialect !== 'mariadb' && dialect !== 'mysql8') {
+    throw new InvalidArgumentError(
+      `dialect must be 'mariadb' or 'mysql8', got ${describeValue(dialect)}.`,
+    )
+  }
   const engine = options.engine ?? 'InnoDB'
   if (!['InnoDB', 'MyISAM', 'Aria'].includes(engine)) {
     throw new InvalidArgumentError('engine must be InnoDB, MyISAM or Aria.')

@@ -30,7 +30,7 @@ ALTER TABLE ${c}.shards
  * refusing a different one with SQLSTATE `SF002`), the clock and the decode helpers.
  */
 export function commonSql(options: PostgresSqlOptions): Ddl {
-  return asDdl(commonScript(resolveSqlOptions(options)))
+  return asDdl(commonScript(resolveSqlOptions(options, { where: 'commonSql options' })))
 }
 
 /** {@link commonSql} as one script. @internal */

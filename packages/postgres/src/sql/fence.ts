@@ -33,7 +33,7 @@ import {
  * ```
  */
 export function fenceSql(options: PostgresSqlOptions, shard: number): Ddl {
-  return asDdl(fenceScript(resolveSqlOptions(options), shard))
+  return asDdl(fenceScript(resolveSqlOptions(options, { where: 'fenceSql options' }), shard))
 }
 
 /** {@link fenceSql} as one script. @internal */

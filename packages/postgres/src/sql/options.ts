@@ -1,4 +1,5 @@
 import {
+  checkKnownOptions,
   fnv1a32,
   InvalidLayoutError,
   type Layout,
@@ -96,15 +97,35 @@ export interface ResolvedSqlOptions {
   lockKey: number
 }
 
+/** The names of {@link PostgresSqlOptions}. @internal */
+export const SQL_OPTIONS = [
+  'sharding',
+  'schemaPrefix',
+  'schema',
+  'worker',
+  'cache',
+  'marginMs',
+  'maxDriftMs',
+  'maxWaitMs',
+  'reserveFrom',
+] as const
+
 /**
- * Validates and fills in the options. @internal
+ * Validates and fills in the options. With `check`, refuses first an options value that is not
+ * an object or has an option that is neither an SQL option nor one of `check.more` (a public
+ * function's own, named in the message as `check.where`). @internal
  * @throws InvalidIdentifierError for a schema name or prefix that is not a plain identifier.
  * @throws InvalidLayoutError for a decode-only layout or one whose time field is not above its sequence.
  * @throws TimeExhaustedError for a layout whose time field has run out.
- * @throws InvalidArgumentError for numbers out of range.
+ * @throws InvalidArgumentError for numbers out of range, or an unknown option (with `check`).
  */
-export function resolveSqlOptions(options: PostgresSqlOptions): ResolvedSqlOptions {
+export function resolveSqlOptions(
+  options: PostgresSqlOptions,
+  check?: { where: string; more?: readonly string[] },
+): ResolvedSqlOptions {
+  // A missing sharding first: its message names logicalShards (a layout alone is not enough).
   const sharding = requireSharding(options?.sharding, 'The PostgreSQL SQL')
+  if (check) checkKnownOptions(check.where, options, [...SQL_OPTIONS, ...(check.more ?? [])])
   const { layout } = sharding
   layout.checkGenerating()
   if (layout.order.indexOf('time') > layout.order.indexOf('sequence')) {

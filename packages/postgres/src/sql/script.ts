@@ -23,7 +23,7 @@ export function postgresSql(
     shards: ShardList
   },
 ): Ddl {
-  const o = resolveSqlOptions(options)
+  const o = resolveSqlOptions(options, { where: 'postgresSql options', more: ['shards'] })
   const shards = readShardList(options.shards, o.sharding)
   return asDdl([commonScript(o), ...shards.map((shard) => shardScript(o, shard))].join('\n'))
 }

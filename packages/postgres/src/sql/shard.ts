@@ -20,7 +20,7 @@ import { sequenceMoveRoutines } from './shard-moves'
  * `docs/next-id.md` in this package.
  */
 export function shardSql(options: PostgresSqlOptions, shard: number): Ddl {
-  return asDdl(shardScript(resolveSqlOptions(options), shard))
+  return asDdl(shardScript(resolveSqlOptions(options, { where: 'shardSql options' }), shard))
 }
 
 /** {@link shardSql} as one script. @internal */
