@@ -89,7 +89,7 @@ export class Sharding {
   /**
    * The logical shard of a key: integers (and digit strings, in `'auto'` mode) modulo
    * `logicalShards`, other strings by their FNV-1a hash.
-   * @throws MissingShardKeyError for `null`/`undefined`.
+   * @throws MissingShardKeyError for `null`, `undefined`, and an empty or blank string.
    */
   shardForKey(key: ShardKey | null | undefined, mode: StringKeyMode = 'auto'): number {
     return shardForKey(key, this.logicalShards, mode)
@@ -122,7 +122,8 @@ export class Sharding {
   /**
    * Applies a {@link ShardRule} to one new row. Adapters call it for every row they place.
    * @param entityName named in error messages.
-   * @throws MissingShardKeyError when the rule's field is empty.
+   * @throws MissingShardKeyError when the rule's field is `null`, `undefined`, or an empty or blank
+   *   string.
    * @throws ShardOutOfRangeError when the result is not one of the logical shards.
    */
   resolveShard<T>(rule: ShardRule<T>, entity: T, entityName?: string): number {
@@ -141,9 +142,9 @@ export class Sharding {
     }
     const ref = rule.shardBy
     const key = typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
-    if (key === null || key === undefined) {
+    if (key === null || key === undefined || (typeof key === 'string' && key.trim() === '')) {
       throw new MissingShardKeyError(
-        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is missing: set it before saving, or give the ID yourself.`,
+        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is ${typeof key === 'string' ? 'an empty or blank string' : 'missing'}: set it before saving, or give the ID yourself.`,
       )
     }
     if (typeof key !== 'bigint' && typeof key !== 'number' && typeof key !== 'string') {
