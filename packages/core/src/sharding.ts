@@ -7,6 +7,7 @@ import {
   ShardOutOfRangeError,
 } from './errors'
 import { type IdInput, toBigInt } from './id-value'
+import { checkKnownOptions } from './known-options'
 import type { Layout } from './layout'
 import type { LayoutDescription } from './layout-options'
 import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
@@ -228,19 +229,37 @@ export function defineSharding(options: ShardingOptions): Sharding {
   return new Sharding(options)
 }
 
+/** The properties of a {@link ShardRule}. */
+const RULE_OPTIONS = ['shardBy', 'stringKeys', 'sameShardAs', 'shard'] as const
+
 /**
  * Throws unless `rule` is a well-formed {@link ShardRule}: exactly one of `shardBy`,
- * `sameShardAs`, `shard`, naming a field or giving a function. Adapters call it when an entity is
- * defined.
+ * `sameShardAs`, `shard`, naming a field or giving a function, and `stringKeys` (with `shardBy`
+ * only) `'auto'` or `'hash'`. Adapters call it when an entity is defined.
+ * @param otherOptions when given, the other options the object may carry besides the rule (a
+ *   decorator's column options); any other property is refused as a misspelling, naming the
+ *   closest known one.
  * @throws InvalidShardRuleError
+ * @throws InvalidArgumentError for an unknown property, when `otherOptions` is given.
  */
-export function checkShardRule(rule: unknown, entityName: string): ShardRule<never> {
+export function checkShardRule(
+  rule: unknown,
+  entityName: string,
+  otherOptions?: readonly string[],
+): ShardRule<never> {
   const fail = (why: string): never => {
     throw new InvalidShardRuleError(
       `The shard rule of ${entityName} ${why}. Give exactly one of { shardBy: 'field' } (a plain key such as a tenant id), { sameShardAs: 'parent' } (a relation or foreign key holding a sharded parent's ID) or { shard: n }.`,
     )
   }
   if (typeof rule !== 'object' || rule === null) return fail('is missing')
+  if (otherOptions) {
+    checkKnownOptions(`The shard rule of ${entityName}`, rule, [...RULE_OPTIONS, ...otherOptions])
+  }
+  const stringKeys = (rule as Record<string, unknown>).stringKeys
+  if (stringKeys !== undefined && stringKeys !== 'auto' && stringKeys !== 'hash') {
+    return fail(`has stringKeys ${JSON.stringify(stringKeys)}, neither 'auto' nor 'hash'`)
+  }
   const keys = ['shardBy', 'sameShardAs', 'shard'].filter(
     (key) => (rule as Record<string, unknown>)[key] !== undefined,
   )
@@ -248,6 +267,9 @@ export function checkShardRule(rule: unknown, entityName: string): ShardRule<nev
     return fail(keys.length === 0 ? 'names no field' : `has ${keys.join(' and ')}`)
   }
   const value = (rule as Record<string, unknown>)[keys[0]!]
+  if (stringKeys !== undefined && keys[0] !== 'shardBy') {
+    return fail(`has stringKeys with ${keys[0]}: it says how shardBy reads string keys`)
+  }
   if (keys[0] === 'shard') {
     if (!Number.isInteger(value) || (value as number) < 0) {
       return fail(`has shard ${String(value)}, not a shard number`)
