@@ -263,3 +263,22 @@ describe.each([
     ).toThrow(/Did you mean "models"/)
   })
 })
+
+it('checks a caller ID against a fixed shard too (hand-written models, PostgreSQL)', async () => {
+  const raw = await blogDatabase('postgres', 'sf_prisma_pg_fixed')
+  const pinned = shardedIds({
+    source: counting,
+    models: { ...models, Keyed: { id: 'id', rule: { shard: 3 }, relations: {} } },
+  })
+  const prisma = bareClient('postgres', raw.url).$extends(pinned)
+  try {
+    const error = await failure(prisma.keyed.create({ data: { id: idOn(4, 51), shardKey: 'x' } }))
+    expect(error).toBeInstanceOf(MisplacedIdError)
+    const kept = await prisma.keyed.create({ data: { id: idOn(3, 51), shardKey: 'x' } })
+    expect(shardOf(kept.id)).toBe(3)
+    expect(await raw.query('SELECT id FROM keyed')).toHaveLength(1)
+  } finally {
+    await prisma.$disconnect()
+    await raw.close()
+  }
+})
