@@ -286,8 +286,13 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  *   longer matches is replaced if nothing references the entity, else `ShardKeyChangedError`.
  * - **Async source** (`PostgresSource`, `MysqlSource`, ...): in `onFlush`, every new entity of
  *   the flush gets its ID, one `nextIds` round trip per shard.
- * - An entity whose shard key is missing at flush fails with `MissingShardKeyError` before
- *   anything is written. IDs the caller set are kept.
+ * - An entity whose shard key is missing (or an empty or blank string) at flush fails with
+ *   `MissingShardKeyError` before anything is written.
+ * - An ID the caller set is kept when it is on the shard its rule gives, else the flush fails
+ *   with `MisplacedIdError`; an update (a flush, `em.upsert()`, or the entity's own
+ *   `beforeCreate`/`beforeUpdate` hook) that gives a stored row a key or parent on another shard
+ *   than its ID's fails with `ShardKeyChangedError`. Inside `trustSuppliedIds(() => em.flush())`
+ *   both are kept as given (imports).
  * - `orm.schema` and the migrator leave shardflake's PostgreSQL schemas alone
  *   (`schemaGenerator.ignoreSchema`).
  * - `em.insert`, `em.insertMany` and query-builder inserts bypass every hook: use

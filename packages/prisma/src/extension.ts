@@ -93,7 +93,8 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
  * before the INSERT: `create`, `createMany`, `createManyAndReturn`, `upsert`, and every nested
  * `create`, `createMany`, `connectOrCreate` and `upsert` inside them and inside `update`. It
  * asks the source once per shard per operation (once per level when children go where a parent
- * made in the same call goes). An ID the caller gives is kept. Rules and shards come from
+ * made in the same call goes). An ID the caller gives is kept when it is on the shard its rule
+ * gives (see `MisplacedIdError` below). Rules and shards come from
  * `source.sharding`, the application's `defineSharding(...)` (sources without one, ticket
  * servers, make plain IDs and rules do not apply).
  *
