@@ -25,6 +25,7 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { assignShardedIds, shardedId, shardedIds, trustSuppliedIds } from '../src'
 import { ShardedId } from '../src/legacy'
+import { shardMigration } from '../src/migrations'
 import { openOrm } from './support/blog'
 import { Author, Comment, Keyed, Post } from './support/entities-legacy'
 
@@ -206,5 +207,8 @@ describe('options', () => {
     expect(() =>
       ShardedId({ shardBy: 'email', fieldname: 'e' } as Parameters<typeof ShardedId>[0]),
     ).toThrow(/Did you mean "fieldName"/)
+    expect(() =>
+      shardMigration({ up: 'SELECT 1', dwon: 'SELECT 1' } as Parameters<typeof shardMigration>[0]),
+    ).toThrow(/Did you mean "down"/)
   })
 })

@@ -12,10 +12,17 @@ import {
   InvalidArgumentError,
   MisplacedIdError,
   ShardKeyChangedError,
+  type ShardRule,
   UnsafeNumberError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { shardedIds, trustSuppliedIds } from '../src'
+import {
+  type ModelMetadata,
+  type RelationMetadata,
+  type ShardedModels,
+  shardedIds,
+  trustSuppliedIds,
+} from '../src'
 import { bareClient, blogClient, models, type PgBlogClient } from './support/clients'
 import { blogDatabase } from './support/database'
 
@@ -261,6 +268,23 @@ describe.each([
     expect(() =>
       shardedIds({ source: counting, models, model: models } as Parameters<typeof shardedIds>[0]),
     ).toThrow(/Did you mean "models"/)
+    // Hand-written models: a misspelt property of a model, a rule or a relation.
+    const misspelt: ShardedModels[] = [
+      { Tag: { id: 'id', rule: { shard: 1 }, relation: {} } as ModelMetadata },
+      { Tag: { id: 'id', rule: { shardBy: 'name', stringkeys: 'hash' } as ShardRule } },
+      {
+        Tag: {
+          id: 'id',
+          rule: { shard: 1 },
+          relations: { tags: { model: 'Tag', feilds: [] } as RelationMetadata },
+        },
+      },
+    ]
+    for (const models of misspelt) {
+      expect(() => shardedIds({ source: counting, models }), JSON.stringify(models)).toThrow(
+        InvalidArgumentError,
+      )
+    }
   })
 })
 
