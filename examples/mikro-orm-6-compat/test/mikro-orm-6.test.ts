@@ -17,7 +17,12 @@ import {
   type RawDatabase,
   testSharding,
 } from '@shardflake/conformance'
-import { InProcessSource, InvalidShardRuleError, MissingShardKeyError } from '@shardflake/core'
+import {
+  InProcessSource,
+  InvalidShardRuleError,
+  MissingShardKeyError,
+  ShardKeyChangedError,
+} from '@shardflake/core'
 import { assignShardedIds, shardedId, shardedIds } from '@shardflake/mikro-orm'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { openOrm } from './support/blog'
@@ -169,22 +174,37 @@ describe('with an async (database-like) source', () => {
     ).toBe(3)
   })
 
-  it('points an existing entity at a new one of the same flush (an UPDATE with its new key)', async () => {
+  it('points an existing entity at a new one of the same flush (an UPDATE with its new key), on its shard', async () => {
+    const from = 'moved6-from@example.com'
+    /** The first `moved6-to-<i>@example.com` on (or off) the shard of `from`. */
+    const emailOf = (same: boolean) => {
+      for (let i = 0; ; i++) {
+        const email = `moved6-to-${i}@example.com`
+        const shard = expectedShard(email, logicalShards)
+        if ((shard === expectedShard(from, logicalShards)) === same) return email
+      }
+    }
     const setup = asyncOrm.em.fork()
     const post = setup.create(Post, {
-      author: setup.create(Author, { email: 'moved6-from@example.com' }),
+      author: setup.create(Author, { email: from }),
       title: 'v6 to be moved',
     })
     await setup.flush()
     const em = asyncOrm.em.fork()
     const loaded = await em.findOneOrFail(Post, post.id)
-    const newcomer = em.create(Author, { email: 'moved6-to@example.com' })
+    const newcomer = em.create(Author, { email: emailOf(true) })
     loaded.author = newcomer
     await em.flush()
-    const [row] = await raw.query('SELECT author_id::text AS author FROM posts WHERE id = $1', [
-      post.id,
-    ])
-    expect(row?.author).toBe(String(newcomer.id))
+    const author = async () =>
+      (await raw.query('SELECT author_id::text AS author FROM posts WHERE id = $1', [post.id]))[0]
+        ?.author
+    expect(await author()).toBe(String(newcomer.id))
+    // A new author on another shard: the post's ID cannot follow it.
+    const other = asyncOrm.em.fork()
+    const again = await other.findOneOrFail(Post, post.id)
+    again.author = other.create(Author, { email: emailOf(false) })
+    await expect(other.flush()).rejects.toBeInstanceOf(ShardKeyChangedError)
+    expect(await author()).toBe(String(newcomer.id))
   })
 
   it('upserts with an ID from beforeUpsert, keeping the stored ID with onConflictExcludeFields', async () => {

@@ -42,8 +42,23 @@ export interface BlogThroughOrm {
   addCommentToLoadedPost(postId: OrmId, body: string): Promise<OrmId>
   /** Inside a transaction: inserts the post, then throws. Must reject. */
   createPostThenFail(post: { authorId: OrmId; title: string }): Promise<void>
-  /** Inserts one `Keyed` row with this shard key (`undefined`: the key is not set). */
-  createKeyed(shardKey: string | undefined): Promise<OrmId>
+  /**
+   * Inserts one `Keyed` row with this shard key (`undefined`: the key is not set; `''` and blanks
+   * must be refused like a missing key, with `MissingShardKeyError`). `id`, when given, is the
+   * caller's ID, handed to the ORM exactly as it comes, a `number` too (never converted): the
+   * adapter keeps it when it is on the shard the key gives, refuses it with `MisplacedIdError`
+   * when it is not (unless the call runs inside `trustSuppliedIds`), and refuses a `number` above
+   * 2^53 with `UnsafeNumberError`.
+   */
+  createKeyed(shardKey: string | undefined, id?: OrmId | number): Promise<OrmId>
+  /**
+   * Writes the `Keyed` row `id` with this shard key through the ORM's upsert, conflicting on the
+   * ID: TypeORM `upsert({ id, shardKey }, ['id'])`, Prisma `upsert({ where: { id }, create, update })`,
+   * MikroORM `em.upsert(Keyed, { id, shardKey })`. A new row keeps `id`. For a stored row whose
+   * ID is on another shard than the new key gives, the adapter must refuse with
+   * `ShardKeyChangedError` before anything is written (unless inside `trustSuppliedIds`).
+   */
+  upsertKeyed(id: OrmId, shardKey: string): Promise<void>
   /** Closes the ORM. */
   close(): Promise<void>
 }

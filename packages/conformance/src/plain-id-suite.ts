@@ -5,7 +5,10 @@ import { type Dialect, freshDatabase, type RawDatabase } from './databases'
 import { CountingSource } from './source-wrappers'
 
 /** The part of {@link BlogThroughOrm} the plain-ID suite drives (a whole one will do). */
-export type PlainBlogThroughOrm = Omit<BlogThroughOrm, 'createKeyed' | 'addCommentToLoadedPost'>
+export type PlainBlogThroughOrm = Omit<
+  BlogThroughOrm,
+  'createKeyed' | 'upsertKeyed' | 'addCommentToLoadedPost'
+>
 
 /** How an adapter is put through {@link describePlainIdAdapter}. */
 export interface PlainIdSuiteOptions {

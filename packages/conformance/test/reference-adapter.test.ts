@@ -3,7 +3,15 @@
  * applied through core's `resolveShard` and IDs fetched through `allocateIds`. It proves the suite
  * itself, and shows ORM adapters what `setup` has to provide.
  */
-import { allocateIds, type IdSource, InProcessSource, type ShardRule } from '@shardflake/core'
+import {
+  allocateIds,
+  checkKeyChange,
+  checkSuppliedId,
+  type IdSource,
+  InProcessSource,
+  MissingShardKeyError,
+  type ShardRule,
+} from '@shardflake/core'
 import {
   asAsync,
   type BlogThroughOrm,
@@ -23,8 +31,36 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
       raw.dialect === 'postgres' ? `$${from + i}` : '?',
     ).join(', ')
 
-  /** Gives every row without an id one from its rule, one source call per shard. */
-  async function assign<T extends Row>(rows: T[], rule: ShardRule<T>, entityName: string) {
+  /** The shard `rule` gives `row`, or undefined when its key or parent is not set. */
+  function ruleShard<T extends Row>(row: T, rule: ShardRule<T>, entityName: string) {
+    try {
+      return sharding.resolveShard(rule, row, entityName)
+    } catch (error) {
+      if (error instanceof MissingShardKeyError) return undefined
+      throw error
+    }
+  }
+
+  /**
+   * Checks the caller's ID of every row that has one (`given`, as the caller gave it) against its
+   * rule, then gives every row without one an ID from its rule, one source call per shard.
+   */
+  async function assign<T extends Row>(
+    rows: T[],
+    rule: ShardRule<T>,
+    entityName: string,
+    given: readonly unknown[] = [],
+  ) {
+    rows.forEach((row, i) => {
+      const id = given[i] ?? row.id
+      if (id === undefined) return
+      row.id = checkSuppliedId(
+        sharding,
+        id,
+        ruleShard(row, rule, entityName),
+        entityName,
+      ).toString()
+    })
     const pending = rows.filter((row) => row.id === undefined)
     const shards = pending.map((row) => sharding.resolveShard(rule, row, entityName))
     const ids = await allocateIds(source, shards)
@@ -87,11 +123,20 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
       await insert('comments', ['id', 'post_id', 'body'], added)
       return added[0]!.id!
     },
-    async createKeyed(shardKey) {
+    async createKeyed(shardKey, id) {
       const row: Row = { shard_key: shardKey }
-      await assign([row], { shardBy: 'shard_key' }, 'Keyed')
+      await assign([row], { shardBy: 'shard_key' }, 'Keyed', [id])
       await insert('keyed', ['id', 'shard_key'], [row])
       return row.id!
+    },
+    async upsertKeyed(id, shardKey) {
+      checkKeyChange(sharding, id, sharding.shardForKey(shardKey), 'Keyed')
+      await raw.query(
+        raw.dialect === 'postgres'
+          ? 'INSERT INTO keyed (id, shard_key) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET shard_key = EXCLUDED.shard_key'
+          : 'INSERT INTO keyed (id, shard_key) VALUES (?, ?) ON DUPLICATE KEY UPDATE shard_key = VALUES(shard_key)',
+        [String(id), shardKey],
+      )
     },
     async createPostThenFail(post) {
       const row: Row = { author_id: post.authorId.toString(), title: post.title }

@@ -73,6 +73,7 @@ export type ShardflakeErrorCode =
   | 'LEASE_EXPIRED'
   | 'NO_FREE_LEASE'
   | 'SHARD_KEY_CHANGED'
+  | 'MISPLACED_ID'
 
 const RETRYABLE = new Set<ShardflakeErrorCode>([
   'CLOCK_MOVED_BACKWARDS',
@@ -276,13 +277,26 @@ export class NoFreeLeaseError extends ShardflakeError {
 }
 
 /**
- * A row got its ID early (an ORM that assigns keys when an entity is created), then its shard key
- * or parent changed so that its rule now places it on another shard, and another row already
- * references that ID: it cannot be replaced. Nothing was written. Set the key (or parent) before
- * the ID is made.
+ * A row's shard key or parent changed so that its rule now places it on another shard than the
+ * one its ID names, and the ID cannot follow. Thrown for an update or upsert that sets the shard
+ * key (or parent) of a stored row, and for a row that got its ID early (an ORM that assigns keys
+ * when an entity is created) whose key then changed while another row already references that ID.
+ * Nothing was written. An ID never changes shard: keep the key on the same shard, or write a new
+ * row (with a new ID) under the new key.
  */
 export class ShardKeyChangedError extends ShardflakeError {
   static override readonly code = 'SHARD_KEY_CHANGED'
+}
+
+/**
+ * An ID the caller gave a new row is on another logical shard than the row's shard rule gives
+ * (its key, its parent's ID, or its fixed shard): stored, the row would sit where no lookup by its
+ * key finds it, and its children would follow it there. Nothing was written. Leave the ID out to
+ * get one on the right shard; to import rows that must keep their IDs, write them inside
+ * `trustSuppliedIds(() => ...)`.
+ */
+export class MisplacedIdError extends ShardflakeError {
+  static override readonly code = 'MISPLACED_ID'
 }
 
 /**

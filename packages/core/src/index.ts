@@ -112,4 +112,10 @@ export {
   readSourceDuration,
   SOURCE_DEFAULTS,
 } from './source-options'
+export {
+  checkKeyChange,
+  checkSuppliedId,
+  suppliedIdsTrusted,
+  trustSuppliedIds,
+} from './supplied-ids'
 export { workerFromEnvironment } from './worker-from-environment'

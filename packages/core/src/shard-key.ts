@@ -64,7 +64,9 @@ export function fnv1a32(text: string): number {
 /**
  * The logical shard of any key: integers (and digit strings, in `'auto'` mode) by modulo,
  * other strings by {@link hashShard}.
- * @throws MissingShardKeyError for `null`/`undefined`.
+ * @throws MissingShardKeyError for `null`, `undefined`, and a string that is empty or only
+ *   white space (what a form or a NOT NULL column with a `''` default hands over when no key
+ *   was set).
  */
 export function shardForKey(
   key: ShardKey | null | undefined,
@@ -73,6 +75,11 @@ export function shardForKey(
 ): number {
   if (key === null || key === undefined) {
     throw new MissingShardKeyError('The shard key is missing (null or undefined).')
+  }
+  if (typeof key === 'string' && key.trim() === '') {
+    throw new MissingShardKeyError(
+      `The shard key is ${key === '' ? 'an empty string' : 'blank (only white space)'}: every row without a key would land on one shard. Set the key before saving.`,
+    )
   }
   if (typeof key === 'string' && (mode === 'hash' || !DIGITS.test(key))) {
     return hashShard(key, logicalShards)

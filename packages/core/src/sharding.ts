@@ -7,7 +7,7 @@ import {
   ShardOutOfRangeError,
 } from './errors'
 import { type IdInput, toBigInt } from './id-value'
-import { describeValue } from './known-options'
+import { checkKnownOptions, describeValue } from './known-options'
 import type { Layout } from './layout'
 import type { LayoutDescription } from './layout-options'
 import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
@@ -90,7 +90,7 @@ export class Sharding {
   /**
    * The logical shard of a key: integers (and digit strings, in `'auto'` mode) modulo
    * `logicalShards`, other strings by their FNV-1a hash.
-   * @throws MissingShardKeyError for `null`/`undefined`.
+   * @throws MissingShardKeyError for `null`, `undefined`, and an empty or blank string.
    */
   shardForKey(key: ShardKey | null | undefined, mode: StringKeyMode = 'auto'): number {
     return shardForKey(key, this.logicalShards, mode)
@@ -123,7 +123,8 @@ export class Sharding {
   /**
    * Applies a {@link ShardRule} to one new row. Adapters call it for every row they place.
    * @param entityName named in error messages.
-   * @throws MissingShardKeyError when the rule's field is empty.
+   * @throws MissingShardKeyError when the rule's field is `null`, `undefined`, or an empty or blank
+   *   string.
    * @throws ShardOutOfRangeError when the result is not one of the logical shards.
    */
   resolveShard<T>(rule: ShardRule<T>, entity: T, entityName?: string): number {
@@ -142,9 +143,9 @@ export class Sharding {
     }
     const ref = rule.shardBy
     const key = typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
-    if (key === null || key === undefined) {
+    if (key === null || key === undefined || (typeof key === 'string' && key.trim() === '')) {
       throw new MissingShardKeyError(
-        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is missing: set it before saving, or give the ID yourself.`,
+        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is ${typeof key === 'string' ? 'an empty or blank string' : 'missing'}: set it before saving, or give the ID yourself.`,
       )
     }
     if (typeof key !== 'bigint' && typeof key !== 'number' && typeof key !== 'string') {
@@ -228,19 +229,37 @@ export function defineSharding(options: ShardingOptions): Sharding {
   return new Sharding(options)
 }
 
+/** The properties of a {@link ShardRule}. */
+const RULE_OPTIONS = ['shardBy', 'stringKeys', 'sameShardAs', 'shard'] as const
+
 /**
  * Throws unless `rule` is a well-formed {@link ShardRule}: exactly one of `shardBy`,
- * `sameShardAs`, `shard`, naming a field or giving a function. Adapters call it when an entity is
- * defined.
+ * `sameShardAs`, `shard`, naming a field or giving a function, and `stringKeys` (with `shardBy`
+ * only) `'auto'` or `'hash'`. Adapters call it when an entity is defined.
+ * @param otherOptions when given, the other options the object may carry besides the rule (a
+ *   decorator's column options); any other property is refused as a misspelling, naming the
+ *   closest known one.
  * @throws InvalidShardRuleError
+ * @throws InvalidArgumentError for an unknown property, when `otherOptions` is given.
  */
-export function checkShardRule(rule: unknown, entityName: string): ShardRule<never> {
+export function checkShardRule(
+  rule: unknown,
+  entityName: string,
+  otherOptions?: readonly string[],
+): ShardRule<never> {
   const fail = (why: string): never => {
     throw new InvalidShardRuleError(
       `The shard rule of ${entityName} ${why}. Give exactly one of { shardBy: 'field' } (a plain key such as a tenant id), { sameShardAs: 'parent' } (a relation or foreign key holding a sharded parent's ID) or { shard: n }.`,
     )
   }
   if (typeof rule !== 'object' || rule === null) return fail('is missing')
+  if (otherOptions) {
+    checkKnownOptions(`The shard rule of ${entityName}`, rule, [...RULE_OPTIONS, ...otherOptions])
+  }
+  const stringKeys = (rule as Record<string, unknown>).stringKeys
+  if (stringKeys !== undefined && stringKeys !== 'auto' && stringKeys !== 'hash') {
+    return fail(`has stringKeys ${JSON.stringify(stringKeys)}, neither 'auto' nor 'hash'`)
+  }
   const keys = ['shardBy', 'sameShardAs', 'shard'].filter(
     (key) => (rule as Record<string, unknown>)[key] !== undefined,
   )
@@ -248,6 +267,9 @@ export function checkShardRule(rule: unknown, entityName: string): ShardRule<nev
     return fail(keys.length === 0 ? 'names no field' : `has ${keys.join(' and ')}`)
   }
   const value = (rule as Record<string, unknown>)[keys[0]!]
+  if (stringKeys !== undefined && keys[0] !== 'shardBy') {
+    return fail(`has stringKeys with ${keys[0]}: it says how shardBy reads string keys`)
+  }
   if (keys[0] === 'shard') {
     if (!Number.isInteger(value) || (value as number) < 0) {
       return fail(`has shard ${String(value)}, not a shard number`)

@@ -37,6 +37,16 @@ describe('shard keys', () => {
     expect(() => shardForKey(undefined, 2000)).toThrow(MissingShardKeyError)
     expect(() => integerShard(5, 0)).toThrow(InvalidArgumentError)
   })
+
+  it('refuses an empty or blank string key in both modes, as a missing key', () => {
+    for (const key of ['', ' ', '   ', '\t\n', '\u00a0']) {
+      expect(() => shardForKey(key, 2000)).toThrow(MissingShardKeyError)
+      expect(() => shardForKey(key, 2000, 'hash')).toThrow(MissingShardKeyError)
+    }
+    // Keys with something besides blanks keep their meaning.
+    expect(shardForKey(' 42', 2000)).toBe(hashShard(' 42', 2000))
+    expect(shardForKey('a ', 2000)).toBe(hashShard('a ', 2000))
+  })
 })
 
 describe('ShardMap', () => {

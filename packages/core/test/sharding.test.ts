@@ -192,12 +192,30 @@ describe('checkShardRule', () => {
       { shard: -1 },
       { shard: 1.5 },
       { shard: '3' },
+      { shardBy: 'zip', stringKeys: 'hashed' },
+      { sameShardAs: 'post', stringKeys: 'hash' },
     ]) {
       expect(() => checkShardRule(rule, 'Post'), JSON.stringify(rule)).toThrow(
         InvalidShardRuleError,
       )
     }
     expect(() => checkShardRule({}, 'Comment')).toThrow(/Comment/)
+  })
+
+  it('refuses a misspelt property, naming the closest, when told the other options', () => {
+    const options = ['name', 'comment']
+    expect(checkShardRule({ shardBy: 'zip', name: 'id' }, 'Post', options)).toEqual({
+      shardBy: 'zip',
+      name: 'id',
+    })
+    expect(() => checkShardRule({ shardBy: 'zip', stringkeys: 'hash' }, 'Post', options)).toThrow(
+      /no option "stringkeys". Did you mean "stringKeys"\?/,
+    )
+    expect(() => checkShardRule({ shardBy: 'zip', coment: 'x' }, 'Post', options)).toThrow(
+      InvalidArgumentError,
+    )
+    // Without the list, other properties pass: the caller may hand over a wider object.
+    expect(checkShardRule({ shardBy: 'zip', coment: 'x' }, 'Post')).toBeTruthy()
   })
 
   it('shardByOnShardedIdError points at sameShardAs', () => {

@@ -1,3 +1,4 @@
+import type { EntityMetadata } from '@mikro-orm/core'
 import {
   type ChangeSet,
   ChangeSetType,
@@ -6,10 +7,17 @@ import {
   Reference,
   type UnitOfWork,
 } from '@mikro-orm/core'
-import type { Sharding } from '@shardflake/core'
-import { ShardKeyChangedError } from '@shardflake/core'
+import {
+  checkKeyChange,
+  checkSuppliedId,
+  describeShardRule,
+  MissingShardKeyError,
+  type Sharding,
+  ShardKeyChangedError,
+  suppliedIdsTrusted,
+} from '@shardflake/core'
 import type { Placement } from './placement'
-import { isToOne } from './rules'
+import { isToOne, relationOf } from './rules'
 import { shardedKeyOf } from './sharded-id'
 
 type Row = Record<string, unknown>
@@ -23,8 +31,12 @@ export interface FlushPlan {
 /**
  * Sorts the flush's new entities with a sharded key: those without a key (`pending`), and those
  * whose key was given at `em.create()` (`issued`) but whose rule now gives another shard
- * (`moved`). A moved entity another entity of the flush references cannot change its ID.
- * @throws ShardKeyChangedError for a moved entity that is referenced
+ * (`moved`). A moved entity another entity of the flush references cannot change its ID. Keys
+ * the caller gave, and updates of a field a rule reads, are checked against the rule.
+ * @throws ShardKeyChangedError for a moved entity that is referenced, or an update that moves a
+ *   stored row to another shard than its ID's
+ * @throws MisplacedIdError for a caller's ID on another shard than its rule gives
+ * @throws UnsafeNumberError, InvalidIdError for a caller's ID that is not an exact 64-bit integer
  * @throws MissingShardKeyError when a rule's key or parent is missing
  */
 export function planFlush(
@@ -34,15 +46,21 @@ export function planFlush(
 ): FlushPlan {
   const pending: ChangeSet<Row>[] = []
   const moved: ChangeSet<Row>[] = []
+  const supplied: ChangeSet<Row>[] = []
   const sharding = placement.sharding
   const changeSets = uow.getChangeSets() as ChangeSet<Row>[]
   for (const changeSet of changeSets) {
-    if (changeSet.type !== ChangeSetType.CREATE) continue
     const key = shardedKeyOf(changeSet.meta)
     if (!key) continue
     const id = changeSet.entity[key.prop.name]
+    if (changeSet.type === ChangeSetType.UPDATE) {
+      if (readsRule(changeSet)) checkUpdate(changeSet.entity, changeSet.meta, placement, id)
+      continue
+    }
+    if (changeSet.type !== ChangeSetType.CREATE) continue
     if (id === null || id === undefined) pending.push(changeSet)
-    else if (sharding && issued.get(changeSet.entity) === id) {
+    else if (issued.get(changeSet.entity) !== id) supplied.push(changeSet)
+    else if (sharding) {
       const shard = placement.shardOf(changeSet.entity, changeSet.meta)
       if (shard !== sharding.shardOfId(id as bigint | string)) {
         refuseIfReferenced(changeSet, changeSets, sharding, shard)
@@ -50,7 +68,60 @@ export function planFlush(
       }
     }
   }
+  for (const { entity, meta } of supplied) {
+    checkSuppliedId(
+      sharding,
+      entity[meta.primaryKeys[0]!],
+      sharding && !suppliedIdsTrusted() ? ruleShard(placement, entity, meta) : undefined,
+      describeRow(meta),
+    )
+  }
   return { pending, moved }
+}
+
+/**
+ * Refuses an update of a stored entity whose rule, applied to it as it is now, gives another
+ * shard than its ID's (an ID never changes shard).
+ * @throws ShardKeyChangedError
+ */
+export function checkUpdate(
+  entity: object,
+  meta: EntityMetadata,
+  placement: Placement,
+  id: unknown,
+  how = 'flush',
+): void {
+  if (!placement.sharding || suppliedIdsTrusted() || id === null || id === undefined) return
+  const shard = ruleShard(placement, entity, meta)
+  checkKeyChange(placement.sharding, id, shard, `${describeRow(meta)}, by ${how}`)
+}
+
+/** The shard an entity's rule gives as it is now, or undefined when its key or parent is not set. */
+export function ruleShard(
+  placement: Placement,
+  entity: object,
+  meta: EntityMetadata,
+): number | undefined {
+  try {
+    return placement.shardOf(entity, meta)
+  } catch (error) {
+    if (error instanceof MissingShardKeyError) return undefined
+    throw error
+  }
+}
+
+/** Whether an update's payload writes a property the rule reads (a function or getter: always). */
+function readsRule({ meta, payload }: ChangeSet<Row>): boolean {
+  const rule = shardedKeyOf(meta)!.spec.rule
+  if ('shard' in rule) return false
+  const field = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
+  if (typeof field !== 'string' || !meta.properties[field]) return true
+  return field in payload || (relationOf(meta, field)?.name ?? field) in payload
+}
+
+/** An entity and its rule, for messages: `Post (sameShardAs 'author')`. */
+function describeRow(meta: EntityMetadata): string {
+  return `${meta.className} (${describeShardRule(shardedKeyOf(meta)!.spec.rule as never)})`
 }
 
 function refuseIfReferenced(

@@ -1,4 +1,4 @@
-export { ShardKeyChangedError } from '@shardflake/core'
+export { MisplacedIdError, ShardKeyChangedError, trustSuppliedIds } from '@shardflake/core'
 export { assignShardedIds } from './assign'
 export { shardedId } from './define-entity'
 export type {

@@ -5,7 +5,7 @@
  * @module
  */
 import { Migration } from '@mikro-orm/migrations'
-import type { Ddl } from '@shardflake/core'
+import { checkKnownOptions, type Ddl } from '@shardflake/core'
 
 /**
  * One side of a migration: a `Ddl` from a shardflake SQL generator (its statements run one by
@@ -47,7 +47,9 @@ export class ShardMigration extends Migration {
 
   private statements(side: 'up' | 'down'): readonly string[] {
     const { ddl } = this.constructor as typeof ShardMigration
-    const sql = (typeof ddl === 'function' ? ddl() : ddl)[side] ?? []
+    const both = typeof ddl === 'function' ? ddl() : ddl
+    checkKnownOptions('The shard migration DDL', both, ['up', 'down'])
+    const sql = both[side] ?? []
     if (typeof sql === 'string') return [sql]
     return 'statements' in sql ? sql.statements : sql
   }
@@ -56,7 +58,8 @@ export class ShardMigration extends Migration {
 /**
  * A MikroORM migration class that runs shard DDL: the `Ddl` that `postgresSql()` and `mysqlSql()`
  * return, or your own `{ up, down }`. Give a function to build the SQL when the migration runs
- * instead of when the file is loaded.
+ * instead of when the file is loaded. A misspelt side (`dwon`) is refused with
+ * `InvalidArgumentError`, naming the closest.
  *
  * A `Ddl` runs statement by statement. On MySQL/MariaDB, give your own SQL as one statement per
  * string (no `DELIMITER` lines); on PostgreSQL a whole script (with `$$` bodies) may be one string.
@@ -76,6 +79,7 @@ export class ShardMigration extends Migration {
  * ```
  */
 export function shardMigration(ddl: ShardDdl | (() => ShardDdl)): typeof ShardMigration {
+  if (typeof ddl !== 'function') checkKnownOptions('shardMigration() DDL', ddl, ['up', 'down'])
   return class extends ShardMigration {
     static override ddl = ddl
   }

@@ -110,19 +110,20 @@ export function primaryKeyOptions<T>(options: ShardedIdOptions<T>) {
  * Splits `@ShardedId`/`shardedId` options into the rule (kept by shardflake) and the column
  * options (given to MikroORM), and makes the `onCreate` callback that carries the rule.
  * @throws InvalidShardRuleError for a malformed rule
+ * @throws InvalidArgumentError for an unknown option (a misspelt `stringkeys`), naming the closest
  * @throws ConfigurationError for an `idType` other than `'bigint'` or `'string'`
  */
 export function shardedIdParts<T>(options: ShardedIdOptions<T>): {
   spec: ShardedIdSpec
   onCreate: ShardedIdOnCreate
 } {
+  const rule = pickRule(options)
   const idType = options.idType
   if (idType !== undefined && idType !== 'bigint' && idType !== 'string') {
     throw new ConfigurationError(
       `@ShardedId idType must be 'bigint' or 'string', got ${JSON.stringify(idType)}: numbers lose precision above 2^53.`,
     )
   }
-  const rule = pickRule(options)
   const spec: ShardedIdSpec = { rule, idType, type: new BigIntType<IdType>(idType ?? 'bigint') }
   const onCreate: ShardedIdOnCreate = (entity, em) =>
     assignerOf(em).assignOnCreate(entity, em, spec)
@@ -180,7 +181,7 @@ function isAssigner(value: object): value is SyncAssigner {
 }
 
 function pickRule<T>(options: ShardedIdOptions<T>): ShardedIdRule<Record<string, unknown>> {
-  checkShardRule(options, '@ShardedId')
+  checkShardRule(options, '@ShardedId', ['idType', 'fieldName'])
   if ('shard' in options && options.shard !== undefined) return { shard: options.shard }
   if ('sameShardAs' in options && options.sameShardAs !== undefined) {
     return { sameShardAs: options.sameShardAs } as ShardedIdRule<Record<string, unknown>>

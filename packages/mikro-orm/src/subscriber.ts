@@ -5,6 +5,7 @@ import {
   type EntityMetadata,
   type EventArgs,
   type EventSubscriber,
+  EventType,
   type FlushEventArgs,
   helper,
   type MikroORM,
@@ -13,12 +14,15 @@ import {
 import {
   allocateIds,
   ConfigurationError,
+  checkKnownOptions,
+  checkSuppliedId,
   type IdSource,
   isSyncSource,
   MissingShardKeyError,
   ShardConflictError,
+  suppliedIdsTrusted,
 } from '@shardflake/core'
-import { databaseKeys, patchPayload, planFlush, rekey } from './flush'
+import { checkUpdate, databaseKeys, patchPayload, planFlush, rekey, ruleShard } from './flush'
 import { Placement } from './placement'
 import { checkShardedKeys } from './rules'
 import {
@@ -72,7 +76,13 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   #registered = false
 
   constructor(options: ShardedIdsOptions) {
-    if (!options?.source || typeof options.source.nextIds !== 'function') {
+    checkKnownOptions('shardedIds() options', options, [
+      'source',
+      'idType',
+      'schema',
+      'schemaPrefix',
+    ])
+    if (!options.source || typeof options.source.nextIds !== 'function') {
       throw new ConfigurationError('shardedIds() needs a source: shardedIds({ source }).')
     }
     this.source = options.source
@@ -136,10 +146,20 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     return []
   }
 
-  /** Checks the sharded keys of discovered entities (see `checkShardedKeys`). */
+  /**
+   * Checks the sharded keys of discovered entities (see `checkShardedKeys`), and puts a check after
+   * their own `beforeCreate` / `beforeUpdate` hooks, which run after `onFlush` has placed them.
+   */
   private checkMetadata(all: Map<unknown, EntityMetadata> | Record<string, EntityMetadata>): void {
     const metas = all instanceof Map ? [...all.values()] : Object.values(all)
     checkShardedKeys(metas, this.idType, this.placement.sharding)
+    for (const meta of metas) {
+      if (!shardedKeyOf(meta)) continue
+      for (const event of [EventType.beforeCreate, EventType.beforeUpdate] as const) {
+        const hooks = meta.hooks[event]
+        if (hooks?.length && !hooks.includes(afterOwnHooks)) hooks.push(afterOwnHooks)
+      }
+    }
   }
 
   /** `onCreate` of a sharded key: an ID now for a sync source whose shard key is known. */
@@ -208,17 +228,34 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     }
   }
 
-  /** `em.upsert()`: an async source's ID for data without one (a sync source's came from onCreate). */
+  /**
+   * `em.upsert()`: an async source's ID for data without one (a sync source's came from
+   * onCreate). Data with its own ID may update the row of that ID: the rule, applied to the
+   * data, must give the ID's shard (`ShardKeyChangedError`).
+   */
   async beforeUpsert({ entity, meta }: EventArgs<object>): Promise<void> {
     const key = shardedKeyOf(meta)
-    if (key && (entity as Row)[key.prop.name] == null) await this.fill([entity], [meta])
+    if (!key) return
+    const id = (entity as Row)[key.prop.name]
+    if (id === null || id === undefined) await this.fill([entity], [meta])
+    else if (this.#issued.get(entity) !== id) {
+      checkUpdate(entity, meta, this.placement, id, 'em.upsert()')
+    }
   }
 
-  /** Gives every row without a key one (see `assignShardedIds`). */
+  /** Gives every row without a key one, and checks the keys rows have (see `assignShardedIds`). */
   async assignRows(rows: readonly Row[], meta: EntityMetadata): Promise<void> {
     const key = shardedKeyOf(meta)
     if (!key) {
       throw new ConfigurationError(`${meta.className} has no @ShardedId/shardedId() primary key.`)
+    }
+    const sharding = this.placement.sharding
+    for (const row of rows) {
+      const id = row[key.prop.name]
+      if (id === null || id === undefined) continue
+      const shard =
+        sharding && !suppliedIdsTrusted() ? ruleShard(this.placement, row, meta) : undefined
+      checkSuppliedId(sharding, id, shard, meta.className)
     }
     const pending = rows.filter((row) => row[key.prop.name] == null)
     await this.fill(
@@ -249,8 +286,13 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  *   longer matches is replaced if nothing references the entity, else `ShardKeyChangedError`.
  * - **Async source** (`PostgresSource`, `MysqlSource`, ...): in `onFlush`, every new entity of
  *   the flush gets its ID, one `nextIds` round trip per shard.
- * - An entity whose shard key is missing at flush fails with `MissingShardKeyError` before
- *   anything is written. IDs the caller set are kept.
+ * - An entity whose shard key is missing (or an empty or blank string) at flush fails with
+ *   `MissingShardKeyError` before anything is written.
+ * - An ID the caller set is kept when it is on the shard its rule gives, else the flush fails
+ *   with `MisplacedIdError`; an update (a flush, `em.upsert()`, or the entity's own
+ *   `beforeCreate`/`beforeUpdate` hook) that gives a stored row a key or parent on another shard
+ *   than its ID's fails with `ShardKeyChangedError`. Inside `trustSuppliedIds(() => em.flush())`
+ *   both are kept as given (imports).
  * - `orm.schema` and the migrator leave shardflake's PostgreSQL schemas alone
  *   (`schemaGenerator.ignoreSchema`).
  * - `em.insert`, `em.insertMany` and query-builder inserts bypass every hook: use
@@ -270,6 +312,22 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  */
 export function shardedIds(options: ShardedIdsOptions): ShardedIdSubscriber {
   return new ShardedIdSubscriber(options)
+}
+
+/**
+ * Runs after an entity's own `beforeCreate` / `beforeUpdate` hooks (MikroORM runs them after
+ * `onFlush`, just before the write): a hook that changed the shard key or parent so that the rule
+ * gives another shard than the ID's fails the flush before the row is written.
+ * @throws ShardKeyChangedError
+ */
+function afterOwnHooks({ entity, meta, em }: EventArgs<object>): void {
+  const subscriber = [...em.getEventManager().getSubscribers()].find(
+    (candidate): candidate is ShardedIdSubscriber => candidate instanceof ShardedIdSubscriber,
+  )
+  const key = shardedKeyOf(meta)
+  if (!subscriber || !key) return
+  const id = (entity as Row)[key.prop.name]
+  checkUpdate(entity, meta, subscriber.placement, id, 'a hook of the entity, after onFlush')
 }
 
 function inType(id: bigint, idType: IdType): bigint | string {

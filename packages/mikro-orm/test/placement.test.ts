@@ -158,20 +158,35 @@ describe('with an async (database-like) source', () => {
     }
   })
 
-  it('points an existing entity at a new one of the same flush (an UPDATE with its new key)', async () => {
+  it('points an existing entity at a new one of the same flush (an UPDATE with its new key), on its shard', async () => {
+    const from = 'moved-from@example.com'
+    /** The first `moved-to-<i>@example.com` on (or off) the shard of `from`. */
+    const emailOf = (same: boolean) => {
+      for (let i = 0; ; i++) {
+        const email = `moved-to-${i}@example.com`
+        if ((expectedShard(email, 64) === expectedShard(from, 64)) === same) return email
+      }
+    }
     const setup = asyncOrm.em.fork()
     const post = setup.create(Post, {
-      author: setup.create(Author, { email: 'moved-from@example.com' }),
-      title: 'to be moved',
+      author: setup.create(Author, { email: from }),
+      title: 'moved',
     })
     await setup.flush()
     const em = asyncOrm.em.fork()
     const loaded = await em.findOneOrFail(Post, post.id)
-    const newcomer = em.create(Author, { email: 'moved-to@example.com' })
+    const newcomer = em.create(Author, { email: emailOf(true) })
     loaded.author = newcomer
     await em.flush()
     const [row] = await raw.query('SELECT author_id FROM posts WHERE id = $1', [post.id])
     expect(String(row?.author_id)).toBe(String(newcomer.id))
+    // A new author on another shard: the post's ID cannot follow it.
+    const other = asyncOrm.em.fork()
+    const again = await other.findOneOrFail(Post, post.id)
+    again.author = other.create(Author, { email: emailOf(false) })
+    await expect(other.flush()).rejects.toBeInstanceOf(ShardKeyChangedError)
+    const [after] = await raw.query('SELECT author_id FROM posts WHERE id = $1', [post.id])
+    expect(String(after?.author_id)).toBe(String(newcomer.id))
   })
 
   it('refuses a flush with a missing shard key before writing or allocating anything', async () => {

@@ -1,5 +1,10 @@
 import { Prisma } from '@prisma/client/extension'
-import { ConfigurationError, type IdSource, InvalidArgumentError } from '@shardflake/core'
+import {
+  ConfigurationError,
+  checkKnownOptions,
+  type IdSource,
+  InvalidArgumentError,
+} from '@shardflake/core'
 import { checkModels, type ModelMetadata, type ShardedModels } from './metadata'
 import { type FindField, IdPlan } from './plan'
 
@@ -88,7 +93,8 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
  * before the INSERT: `create`, `createMany`, `createManyAndReturn`, `upsert`, and every nested
  * `create`, `createMany`, `connectOrCreate` and `upsert` inside them and inside `update`. It
  * asks the source once per shard per operation (once per level when children go where a parent
- * made in the same call goes). An ID the caller gives is kept. Rules and shards come from
+ * made in the same call goes). An ID the caller gives is kept when it is on the shard its rule
+ * gives (see `MisplacedIdError` below). Rules and shards come from
  * `source.sharding`, the application's `defineSharding(...)` (sources without one, ticket
  * servers, make plain IDs and rules do not apply).
  *
@@ -131,8 +137,16 @@ export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
  *   above 2^53 (it has lost digits already: pass a bigint).
  * @throws InvalidShardRuleError (at once) for a rule that does not mean what it says, such as
  *   `shardBy` on a key that holds a sharded parent's ID.
+ * @throws InvalidArgumentError (at once) for an unknown option, naming the closest.
+ * @throws MisplacedIdError (per operation) when an ID you give a new row is on another shard than
+ *   its rule gives (its key's, its parent's): nothing allocated or written. Inside
+ *   `trustSuppliedIds(() => ...)` (imports) it is kept.
+ * @throws ShardKeyChangedError (per operation) when an `update` or `upsert` writes a stored row's
+ *   shard key or parent so that its rule gives another shard than its ID's (the row is found by
+ *   its `where`, read first when it is not by ID).
  */
 export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOptions<M>) {
+  checkKnownOptions('shardedIds() options', options, ['source', 'models'])
   const { source } = options
   if (!source || typeof source.nextIds !== 'function') {
     throw new ConfigurationError(

@@ -1,3 +1,4 @@
+export { trustSuppliedIds } from '@shardflake/core'
 export { type ShardedIdsClient, type ShardedIdsOptions, shardedIds } from './extension'
 export {
   checkModels,

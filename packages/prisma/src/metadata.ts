@@ -1,5 +1,6 @@
 import {
   ConfigurationError,
+  checkKnownOptions,
   checkShardRule,
   InvalidShardRuleError,
   type ShardRule,
@@ -207,6 +208,7 @@ function resolveRule(models: ShardedModels, name: string, meta: ModelMetadata): 
  * @throws ConfigurationError for inconsistent metadata.
  * @throws InvalidShardRuleError for a rule that is missing, malformed, or `shardBy` on a key
  *   that holds a sharded parent's ID (use `sameShardAs`).
+ * @throws InvalidArgumentError for a misspelt property of a model, a rule or a relation.
  */
 export function checkModels<M extends ShardedModels>(models: M): M {
   if (!models || typeof models !== 'object') {
@@ -216,6 +218,17 @@ export function checkModels<M extends ShardedModels>(models: M): M {
   }
   const checked: Record<string, ModelMetadata> = {}
   for (const [name, model] of Object.entries(models)) {
+    checkKnownOptions(`Model ${name} of the shardedIds models`, model, ['id', 'rule', 'relations'])
+    if (model.rule) checkShardRule(model.rule, name, [])
+    for (const [field, relation] of Object.entries(model.relations ?? {})) {
+      checkKnownOptions(`Relation ${name}.${field} of the shardedIds models`, relation, [
+        'model',
+        'list',
+        'relationName',
+        'fields',
+        'references',
+      ])
+    }
     if (model.rule && model.id === undefined) {
       throw new ConfigurationError(`Model ${name}: a rule without \`id\` (the sharded ID field).`)
     }

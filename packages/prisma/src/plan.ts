@@ -1,15 +1,28 @@
 import {
   allocateIds,
   ConfigurationError,
+  checkKeyChange,
+  checkSuppliedId,
+  describeShardRule,
   type IdSource,
   InvalidArgumentError,
   MissingShardKeyError,
   type Sharding,
+  ShardKeyChangedError,
   stringifyIds,
+  suppliedIdsTrusted,
   toBigInt,
 } from '@shardflake/core'
-import type { ShardedModels } from './metadata'
-import { type ExistingRow, type NewRow, type Question, type Row, shardOf } from './rows'
+import type { ModelMetadata, ShardedModels } from './metadata'
+import {
+  type ExistingRow,
+  type KeyChange,
+  lookup,
+  type NewRow,
+  type Question,
+  type Row,
+  shardOf,
+} from './rows'
 import { type Data, isObject, isScalar, list, walkOf } from './walk'
 
 /**
@@ -25,6 +38,7 @@ export type FindField = (model: string, where: Data, field: string) => Promise<u
  */
 export class IdPlan {
   private readonly rows: NewRow[] = []
+  private readonly keyChanges: KeyChange[] = []
   /** True inside a transaction: rows it wrote are not visible to `find`. */
   private inTransaction = false
 
@@ -44,7 +58,7 @@ export class IdPlan {
         break
       case 'upsert':
         this.create(model, args.create)
-        this.update(model, args.update, args.where, 'maybe')
+        this.update(model, args.update, args.where, 'maybe', 'upsert')
         break
       case 'update':
         this.update(model, args.data, args.where, 'exists')
@@ -59,9 +73,11 @@ export class IdPlan {
     return this
   }
 
-  /** True when no collected row needs an ID. */
+  /** True when no collected row needs an ID, and nothing the caller gave needs a check. */
   get empty(): boolean {
-    return this.rows.every((row) => row.id !== undefined)
+    return (
+      this.rows.every((row) => row.id !== undefined && !row.given) && this.keyChanges.length === 0
+    )
   }
 
   /**
@@ -79,8 +95,9 @@ export class IdPlan {
   }
 
   /**
-   * Places every row, answering questions with `find` first, then allocates; throws before
-   * allocating anything if a key is missing.
+   * Places every row, answering questions with `find` first, checks the IDs the caller gave and
+   * the keys updates write, then allocates; throws before allocating anything if a key is
+   * missing or an ID is on the wrong shard.
    */
   async assign(source: IdSource, find: FindField, inTransaction = false): Promise<void> {
     this.inTransaction = inTransaction
@@ -89,13 +106,20 @@ export class IdPlan {
     // A source without a sharding (ticket servers) makes plain IDs with no shard in them: every
     // row asks it for shard 0 and shard rules do not apply, as in the other adapters.
     if (!sharding) for (const row of open) row.shard = 0
-    while (open.length > 0) {
+    let unchecked = sharding && !suppliedIdsTrusted()
+    while (open.length > 0 || unchecked) {
       const questions = sharding ? this.place(open, sharding) : []
+      if (questions.length === 0 && unchecked) {
+        // Every row that can be placed is: check what the caller gave against the rules.
+        questions.push(...this.check(sharding!))
+        unchecked = questions.length > 0
+      }
       if (questions.length > 0) {
         for (const question of questions) await this.answer(question, find)
         open = this.rows.filter((row) => row.id === undefined)
         continue
       }
+      if (open.length === 0) return
       const ready = open.filter((row) => row.shard !== undefined)
       if (ready.length === 0) {
         throw new ConfigurationError(
@@ -110,6 +134,41 @@ export class IdPlan {
       })
       open = open.filter((row) => row.id === undefined)
     }
+  }
+
+  /**
+   * Checks every ID the caller gave a new row against the shard its rule gives, and every update
+   * of a field a rule reads against the stored row's ID, as far as the rows placed so far tell.
+   * Returns the questions the database must answer first (which row a `where` names, which parent
+   * a `connect` names).
+   * @throws ShardKeyChangedError for an update moving a stored row to another shard
+   * @throws MisplacedIdError for a caller's ID on another shard than its rule gives
+   */
+  private check(sharding: Sharding): Question[] {
+    const questions: Question[] = []
+    const ask = (question: Question) => {
+      if (!questions.some((q) => q.row === question.row && q.name === question.name)) {
+        questions.push(question)
+      }
+    }
+    for (const change of this.keyChanges) {
+      const { target, after, operation } = change
+      const id = lookup(target, target.meta.id!)
+      const shard = ruleShard(after, sharding)
+      if (id && 'ask' in id) ask(id.ask)
+      if (typeof shard === 'object') ask(shard)
+      if (id && 'value' in id && typeof shard === 'number') {
+        checkKeyChange(sharding, id.value, shard, `${describeRow(after)}, by ${operation}()`)
+      }
+    }
+    if (questions.length > 0) return questions
+    for (const row of this.rows) {
+      if (!row.given) continue
+      const shard = ruleShard(row, sharding)
+      if (typeof shard === 'object') ask(shard)
+      else checkSuppliedId(sharding, row.id, shard, describeRow(row))
+    }
+    return questions
   }
 
   /** Gives every open row whose shard is known its shard; returns what the database must answer. */
@@ -202,6 +261,8 @@ export class IdPlan {
       }
     }
     this.rows.splice(0, this.rows.length, ...this.rows.filter((row) => !dropped.has(row)))
+    const kept = this.keyChanges.filter((change) => !dropped.has(change.target))
+    this.keyChanges.splice(0, this.keyChanges.length, ...kept)
   }
 
   private create(
@@ -214,24 +275,45 @@ export class IdPlan {
     if (!meta || !isObject(data)) return []
     const row: NewRow = { kind: 'new', model, meta, data, links: new Map() }
     if (parent) row.links.set(parent.field, parent.row)
-    for (const field of walkOf(this.models, model, meta).shardedKeys) {
-      const value = data[field]
-      if (typeof value === 'number') toBigInt(value, `${model}.${field}`)
-    }
+    checkNumbers(this.models, model, meta, data)
     if (meta.id !== undefined) {
       const given = data[meta.id]
-      if (given !== undefined && given !== null) row.id = toBigInt(given, `The ID of ${model}`)
+      if (given !== undefined && given !== null) {
+        row.id = toBigInt(given, `The ID of ${model}`)
+        row.given = true
+      }
       this.rows.push(row)
     }
     if (nested) this.nested(row, data)
     return [row]
   }
 
-  private update(model: string, data: unknown, where: unknown, askable: ExistingRow['askable']) {
+  private update(
+    model: string,
+    data: unknown,
+    where: unknown,
+    askable: ExistingRow['askable'],
+    operation = 'update',
+  ) {
     const meta = this.models[model]
     if (!meta || !isObject(data)) return
     const known = isObject(where) ? where : {}
-    this.nested({ kind: 'existing', model, meta, data: known, links: new Map(), askable }, data)
+    const row: ExistingRow = {
+      kind: 'existing',
+      model,
+      meta,
+      data: known,
+      links: new Map(),
+      askable,
+    }
+    checkNumbers(this.models, model, meta, data)
+    this.nested(row, data)
+    const after = rowAfter(meta, model, data, row.links)
+    if (after) {
+      // The stored row is read like an upsert's: no row, nothing to check (Prisma reports it).
+      const target: ExistingRow = { ...row, askable: askable && 'maybe' }
+      this.keyChanges.push({ target, after, operation })
+    }
   }
 
   /** Visits the relation writes in `data`, the create or update data of `row`. */
@@ -255,7 +337,13 @@ export class IdPlan {
       for (const item of list(write.upsert)) {
         if (!isObject(item)) continue
         this.create(relation.model, item.create, parent)
-        this.update(relation.model, item.update, item.where, isObject(item.where) && 'maybe')
+        this.update(
+          relation.model,
+          item.update,
+          item.where,
+          isObject(item.where) && 'maybe',
+          'upsert',
+        )
       }
       for (const item of list(write.update)) {
         if (!isObject(item)) continue
@@ -268,4 +356,72 @@ export class IdPlan {
       }
     }
   }
+}
+
+/** A row and its rule, for messages: `Post (sameShardAs 'authorId')`. */
+function describeRow(row: Row): string {
+  return `${row.model} (${describeShardRule(row.meta.rule as never)})`
+}
+
+/**
+ * The shard `row`'s rule gives, a question for the database, or `undefined` when it cannot be
+ * evaluated (a key or parent is not set, or waits for a parent's ID).
+ */
+function ruleShard(row: NewRow, sharding: Sharding): number | Question | undefined {
+  try {
+    return shardOf(row, sharding)
+  } catch (error) {
+    if (error instanceof MissingShardKeyError) return undefined
+    throw error
+  }
+}
+
+/** Refuses a `number` above 2^53 as a sharded ID or a key holding one: it has lost digits. */
+function checkNumbers(models: ShardedModels, model: string, meta: ModelMetadata, data: Data) {
+  for (const field of walkOf(models, model, meta).shardedKeys) {
+    const value = setValue(data[field])
+    if (typeof value === 'number') toBigInt(value, `${model}.${field}`)
+  }
+  if (meta.id !== undefined) {
+    const value = setValue(data[meta.id])
+    if (typeof value === 'number') toBigInt(value, `The ID of ${model}`)
+  }
+}
+
+/** A scalar update's value: `value` itself, or the `set` of `{ set: value }`. */
+function setValue(value: unknown): unknown {
+  return isObject(value) && 'set' in value ? value.set : value
+}
+
+/**
+ * The fields an update of a sharded model writes that its rule reads, as a row the rule can be
+ * applied to; `undefined` when it writes none of them (or the rule is a function, which reads
+ * the whole row: not checked).
+ * @throws ShardKeyChangedError for arithmetic (`increment`, ...) on a `shardBy` key: the new key
+ *   is not known before the write, and it moves the row off its ID's shard.
+ */
+function rowAfter(
+  meta: ModelMetadata,
+  model: string,
+  data: Data,
+  links: Map<string, Row>,
+): NewRow | undefined {
+  const rule = meta.rule
+  if (meta.id === undefined || !rule || 'shard' in rule) return undefined
+  const field = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
+  if (typeof field !== 'string') return undefined
+  const relations = Object.entries(meta.relations ?? {}).filter(([, relation]) =>
+    relation.fields?.includes(field),
+  )
+  const touched = field in data || relations.some(([name]) => name in data)
+  if (!touched) return undefined
+  const value = data[field]
+  if (isObject(value) && !('set' in value) && !suppliedIdsTrusted()) {
+    throw new ShardKeyChangedError(
+      `${model}.${field} is the shard key of ${model}, and this update changes it with ${Object.keys(value).join(', ')}: the row would keep its ID on the shard of the old key. Nothing was written. Keep shard keys out of arithmetic updates.`,
+    )
+  }
+  const fields: Data = { [field]: setValue(value) }
+  for (const [name] of relations) if (name in data) fields[name] = data[name]
+  return { kind: 'new', model, meta, data: fields, links }
 }

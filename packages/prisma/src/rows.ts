@@ -12,6 +12,21 @@ export interface NewRow {
   readonly links: Map<string, Row>
   shard?: number
   id?: bigint
+  /** True when the caller gave the ID: it is checked against the rule, and children follow it. */
+  given?: boolean
+}
+
+/**
+ * An update (or an upsert's update branch) that writes a field the rule of a sharded model reads:
+ * the stored row (`target`, found by its `where`) must stay on the shard of its ID.
+ */
+export interface KeyChange {
+  /** The stored row, by its unique `where` (an upsert's: no row means no update). */
+  readonly target: ExistingRow
+  /** The fields the update writes, as a row the rule can be applied to. */
+  readonly after: NewRow
+  /** `update` or `upsert`, for messages. */
+  readonly operation: string
 }
 
 /** A row that exists already (the target of an update): only its unique `where` is known. */

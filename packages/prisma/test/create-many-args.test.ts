@@ -59,11 +59,16 @@ describe.each([
   })
 
   it('createMany: filled and given IDs reach Prisma as decimal strings and are stored as given', async () => {
-    const given = 7_000_000_000_000_000_123n
+    // Given IDs on the author's shard (the rule checks them): a bigint, and a safe number (an ID
+    // made at the epoch's first ms).
+    const shard = sharding.shardOfId(authorId)
+    const { layout } = sharding
+    const given = layout.compose({ timestamp: Date.now() - 86_400_000, shard, sequence: 123 })
+    const small = Number(layout.compose({ timestamp: layout.epoch, shard, sequence: 42 }))
     const rows = [
       { authorId, title: 'text 1' },
       { id: given, authorId, title: 'text 2' },
-      { id: 4242, authorId, title: 'text 3' },
+      { id: small, authorId, title: 'text 3' },
       { authorId, title: 'text 4' },
     ]
     await prisma.post.createMany({ data: rows })
@@ -71,7 +76,7 @@ describe.each([
     expect(sent).toHaveLength(4)
     for (const id of sent) expect(id).toMatch(/^[1-9][0-9]*$/)
     expect(sent[1]).toBe(given.toString())
-    expect(sent[2]).toBe('4242')
+    expect(sent[2]).toBe(String(small))
     // Prisma copied the arguments: the caller's rows are untouched
     expect(rows[0]).toEqual({ authorId, title: 'text 1' })
     expect(rows[1]?.id).toBe(given)

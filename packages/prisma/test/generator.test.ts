@@ -70,6 +70,7 @@ describe('the shardflake generator', () => {
         },
       },
       Keyed: { id: 'id', rule: { shardBy: 'shardKey' }, relations: {} },
+      Member: { id: 'id', rule: { shardBy: 'tenant' }, relations: {} },
     })
     expect(mysqlModels).toEqual(models)
   })

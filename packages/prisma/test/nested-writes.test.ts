@@ -4,7 +4,7 @@
  * level of dependency, caller IDs kept.
  */
 import { CountingSource, type RawDatabase, testSharding } from '@shardflake/conformance'
-import { InProcessSource, jsonReplacer, stringifyIds } from '@shardflake/core'
+import { InProcessSource, jsonReplacer, stringifyIds, trustSuppliedIds } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { blogClient, type PgBlogClient } from './support/clients'
 import { blogDatabase } from './support/database'
@@ -132,21 +132,42 @@ describe.each([
       expect(counting.nextIdsCalls).toBe(1)
     })
 
-    it('fills creates nested two levels down in update (posts.update → comments.create)', async () => {
+    it("fills creates nested two levels down in update (posts.update → comments.create) on their own parent's shard", async () => {
       const author = await prisma.author.create({ data: { email: 'deep@example.com' } })
-      const post = await prisma.post.create({ data: { authorId: author.id, title: 'deep' } })
+      // A post whose ID is on another shard than its author's (imported with its ID): comments
+      // created under it through the author must go where the post is, not where the author is.
+      const post = await trustSuppliedIds(() =>
+        prisma.post.create({
+          data: {
+            id: layout.compose({
+              timestamp: Date.now() - 86_400_000,
+              shard: (shardOf(author.id) + 1) % sharding.logicalShards,
+              sequence: 5,
+            }),
+            authorId: author.id,
+            title: 'deep',
+          },
+        }),
+      )
+      expect(shardOf(post.id)).not.toBe(shardOf(author.id))
       await prisma.author.update({
         where: { id: author.id },
         data: {
           posts: {
             update: [{ where: { id: post.id }, data: { comments: { create: { body: 'deep' } } } }],
+            upsert: {
+              where: { id: post.id },
+              create: { title: 'never' },
+              update: { comments: { create: { body: 'deep upsert' } } },
+            },
             create: { title: 'deep new' },
           },
           profile: { upsert: { create: { bio: 'new' }, update: { bio: 'updated' } } },
         },
       })
-      const [comment] = await stored('comments', `body = 'deep'`)
-      expect(shardOf(comment?.id)).toBe(shardOf(post.id))
+      const comments = await stored('comments', `body LIKE 'deep%'`)
+      expect(comments.map((row) => row.body).sort()).toEqual(['deep', 'deep upsert'])
+      for (const comment of comments) expect(shardOf(comment.id)).toBe(shardOf(post.id))
       const [created] = await stored('posts', `title = 'deep new'`)
       expect(shardOf(created?.id)).toBe(postShard(author.id))
       const [profile] = await stored('profiles', `author_id = ${author.id}`)

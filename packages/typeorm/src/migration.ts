@@ -1,4 +1,4 @@
-import { type Ddl, InvalidArgumentError } from '@shardflake/core'
+import { checkKnownOptions, type Ddl, InvalidArgumentError } from '@shardflake/core'
 import type { MigrationInterface, QueryRunner } from 'typeorm'
 
 /** A migration class TypeORM can list in `migrations` and instantiate. */
@@ -23,7 +23,8 @@ const TIMESTAMPED = /\d{13}$/
  * `statements` are sent one by one, a routine body being one statement), or SQL strings. TypeORM
  * orders migrations by the 13-digit timestamp the name ends with, so the name must end with one.
  *
- * @throws InvalidArgumentError for a name without the timestamp, or DDL that is not SQL.
+ * @throws InvalidArgumentError for a name without the timestamp, DDL that is not SQL, or an unknown
+ *   option.
  * @example
  * ```ts
  * export const ShardflakeShards1732250000000 = shardMigration('ShardflakeShards1732250000000', {
@@ -38,7 +39,9 @@ export function shardMigration(
   ddl: { readonly up: MigrationSql; readonly down: MigrationSql },
   options: ShardMigrationOptions = {},
 ): ShardMigrationClass {
-  if (!TIMESTAMPED.test(name)) {
+  checkKnownOptions('shardMigration() options', options, ['transaction'])
+  checkKnownOptions('shardMigration() DDL', ddl, ['up', 'down'])
+  if (typeof name !== 'string' || !TIMESTAMPED.test(name)) {
     throw new InvalidArgumentError(
       `Migration name ${JSON.stringify(name)} must end with a 13-digit timestamp (Date.now()), e.g. ShardflakeShards${Date.now()}: TypeORM orders migrations by it.`,
     )

@@ -30,6 +30,9 @@ export interface ShardedIdColumnOptions {
 export type ShardedIdOptions<T = Record<string, unknown>> = ShardedIdRule<T> &
   ShardedIdColumnOptions
 
+/** Every option of `@ShardedId` and `shardedIdColumn` besides the rule's. */
+const COLUMN_OPTIONS = ['name', 'primaryKeyConstraintName', 'comment']
+
 /** What the subscriber needs to know about a sharded entity. */
 export interface ShardedIdEntry {
   readonly propertyName: string
@@ -51,6 +54,7 @@ const schemaColumns = new WeakMap<object, ShardedIdRule<Record<string, unknown>>
  * Needs `experimentalDecorators` (TypeORM's decorators are legacy decorators).
  *
  * @throws InvalidShardRuleError when the rule is not exactly one of shardBy, sameShardAs, shard.
+ * @throws InvalidArgumentError for an unknown option (a misspelt `stringkeys`), naming the closest.
  * @example
  * ```ts
  * @Entity()
@@ -74,7 +78,7 @@ export function ShardedId<T = Record<string, unknown>>(
   return (prototype, property) => {
     if (typeof property !== 'string')
       throw new InvalidArgumentError('@ShardedId needs a string property name.')
-    checkShardRule(options, prototype.constructor.name)
+    checkShardRule(options, prototype.constructor.name, COLUMN_OPTIONS)
     PrimaryColumn({
       type: 'bigint',
       name: options.name,
@@ -105,7 +109,7 @@ export function ShardedId<T = Record<string, unknown>>(
 export function shardedIdColumn<T = Record<string, unknown>>(
   options: ShardedIdOptions<T>,
 ): EntitySchemaColumnOptions {
-  checkShardRule(options, 'an EntitySchema column')
+  checkShardRule(options, 'an EntitySchema column', COLUMN_OPTIONS)
   const column: EntitySchemaColumnOptions = {
     type: 'bigint',
     primary: true,
@@ -131,7 +135,7 @@ export function registerShardedId<T = Record<string, unknown>>(
   propertyName: string,
   rule: ShardedIdRule<T>,
 ): void {
-  checkShardRule(rule, typeof target === 'string' ? target : target.name)
+  checkShardRule(rule, typeof target === 'string' ? target : target.name, [])
   registry.set(target, { propertyName, rule: toEntryRule(rule) })
 }
 

@@ -1,8 +1,10 @@
 import {
   ConfigurationError,
+  checkKnownOptions,
   type IdSource,
   InvalidArgumentError,
   ShardConflictError,
+  type Sharding,
 } from '@shardflake/core'
 import type {
   DataSource,
@@ -15,6 +17,7 @@ import { checkEntities } from './checks'
 import { type SaveRoots, saveRoots } from './placement'
 import { registerSchemas } from './sharded-id'
 import { ShardedIdSubscriber } from './subscriber'
+import { checkUpsert } from './upsert'
 
 /** What {@link shardedIds} takes. */
 export interface ShardedIdsOptions {
@@ -37,7 +40,11 @@ export interface ShardedIdsOptions {
 const installed = new WeakMap<DataSource, ShardedIdSubscriber>()
 
 /**
- * Gives the `@ShardedId` entities of a DataSource their IDs before every INSERT. Call it once,
+ * Gives the `@ShardedId` entities of a DataSource their IDs before every INSERT, and checks the
+ * IDs it did not make: one you give a new row must be on the shard its rule gives
+ * (`MisplacedIdError`), and a `save()` or `upsert()` may not set a stored row's shard key to one
+ * on another shard than its ID's (`ShardKeyChangedError`); inside `trustSuppliedIds(() => ...)`
+ * both are kept as given (imports). Call it once,
  * before `dataSource.initialize()`. It refuses at once driver settings that would turn IDs into
  * lossy numbers (`parseInt8` on PostgreSQL; `supportBigNumbers`/`bigNumberStrings` off on MySQL
  * and MariaDB). When the DataSource initializes, before it synchronizes or runs migrations, it
@@ -48,6 +55,7 @@ const installed = new WeakMap<DataSource, ShardedIdSubscriber>()
  *
  * @returns the subscriber it adds to `dataSource.subscribers`.
  * @throws ConfigurationError for lossy driver settings or an unknown `idType`.
+ * @throws InvalidArgumentError for an unknown option (a misspelt `idtype`), naming the closest.
  * @throws ShardConflictError when the DataSource already has shardflake installed.
  * @example
  * ```ts
@@ -60,7 +68,8 @@ export function shardedIds(
   dataSource: DataSource,
   options: ShardedIdsOptions,
 ): ShardedIdSubscriber {
-  const { source } = options ?? {}
+  checkKnownOptions('shardedIds() options', options, ['source', 'idType'])
+  const { source } = options
   if (!source || typeof source.nextIds !== 'function') {
     throw new InvalidArgumentError(
       'shardedIds needs a source: { source: new InProcessSource(...) }.',
@@ -105,12 +114,27 @@ export function shardedIds(
   })
 
   // Every save() runs with its entities at hand, so a new child pushed onto a loaded parent's
-  // relation finds that parent (TypeORM hands the hook the child alone).
-  trackSaves(dataSource, dataSource.manager)
+  // relation finds that parent (TypeORM hands the hook the child alone); every upsert() is
+  // checked before it may change a stored row's shard key.
+  const sharding = source.sharding
+  watchCalls(dataSource, sharding, dataSource.manager)
   const createEntityManager = dataSource.createEntityManager.bind(dataSource)
   dataSource.createEntityManager = (queryRunner) =>
-    trackSaves(dataSource, createEntityManager(queryRunner))
+    watchCalls(dataSource, sharding, createEntityManager(queryRunner))
   return subscriber
+}
+
+function watchCalls(
+  dataSource: DataSource,
+  sharding: Sharding | undefined,
+  manager: EntityManager,
+): EntityManager {
+  const upsert = manager.upsert
+  manager.upsert = async function (this: EntityManager, ...args: unknown[]) {
+    await checkUpsert(this, sharding, args[0], args[1], args[2])
+    return (upsert as (...a: unknown[]) => ReturnType<EntityManager['upsert']>).apply(this, args)
+  } as EntityManager['upsert']
+  return trackSaves(dataSource, manager)
 }
 
 function trackSaves(dataSource: DataSource, manager: EntityManager): EntityManager {

@@ -1,7 +1,9 @@
 import {
   allocateIds,
+  checkKeyChange,
   type IdRequestContext,
   type IdSource,
+  suppliedIdsTrusted,
   toBigInt,
   toSigned64,
 } from '@shardflake/core'
@@ -13,8 +15,9 @@ import type {
   LoadEvent,
   ObjectLiteral,
   QueryRunner,
+  UpdateEvent,
 } from 'typeorm'
-import { type Pending, Placement, saveRoots } from './placement'
+import { describeRow, type Pending, Placement, readsRule, saveRoots } from './placement'
 import { findShardedId, registerSchemas, type ShardedIdEntry } from './sharded-id'
 
 /** The hooks of one call: every hook of it returns `done`, one promise for the whole call. */
@@ -28,7 +31,10 @@ interface Batch {
  * entity or an array, cascaded children, `insert()` with instances or plain objects, query-builder
  * inserts and `upsert()`. The hooks of one call are coalesced (per query runner, so concurrent
  * calls stay apart) into one `nextIds` per shard; a synchronous source costs no round trip. An
- * ID the caller set is kept. Database sources get the call's query runner as `context.query`.
+ * ID the caller set is kept when it is on the shard its rule gives (`MisplacedIdError` otherwise,
+ * outside `trustSuppliedIds`). `beforeUpdate` refuses a `save()` that changes a stored row's shard
+ * key or parent so that its rule gives another shard than its ID's (`ShardKeyChangedError`).
+ * Database sources get the call's query runner as `context.query`.
  *
  * Made by `shardedIds(dataSource, options)`, which adds it to `dataSource.subscribers` once the
  * DataSource has built its metadata. Do not list it in the DataSource's `subscribers` option:
@@ -51,15 +57,57 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     const sharded = this.shardedIdOf(event.metadata, event.connection)
     if (!sharded) return undefined
     const current: unknown = entity[sharded.propertyName]
-    if (current !== undefined && current !== null) {
+    const supplied = current !== undefined && current !== null
+    if (supplied) {
       toBigInt(current, `${event.metadata.name}.${sharded.propertyName}`)
+      // Checked against its rule with the rest of the call (its parent may be new in it).
+      if (!this.source.sharding || suppliedIdsTrusted()) return undefined
+    }
+    const batch = this.batchOf(event.queryRunner)
+    batch.items.push({
+      entity,
+      metadata: event.metadata,
+      sharded,
+      roots: saveRoots.getStore(),
+      supplied,
+    })
+    return batch.done
+  }
+
+  /**
+   * Refuses a `save()` that sets a stored row's shard key (or parent) so that its rule gives
+   * another shard than its ID's: an ID never changes shard. Only where TypeORM hands over the
+   * stored row (`save()`); `update()` and query-builder updates name rows by a filter.
+   */
+  beforeUpdate(event: UpdateEvent<ObjectLiteral>): Promise<void> | undefined {
+    const { entity, databaseEntity, metadata } = event
+    const sharding = this.source.sharding
+    if (!entity || !databaseEntity || !sharding || suppliedIdsTrusted()) return undefined
+    const sharded = this.shardedIdOf(metadata, event.connection)
+    if (!sharded || !readsRule(sharded, metadata, event.updatedColumns, event.updatedRelations)) {
       return undefined
     }
-    const key: object = event.queryRunner ?? this
+    const item: Pending = { entity, metadata, sharded, roots: saveRoots.getStore(), supplied: true }
+    const check = (batch: readonly Pending[]) => {
+      const id: unknown = entity[sharded.propertyName] ?? databaseEntity[sharded.propertyName]
+      const shard = new Placement(sharding, [...batch, item]).ruleShard(item)
+      checkKeyChange(sharding, id, shard, `${describeRow(item)}, saved`)
+    }
+    // A new parent of the same call gets its ID in the call's batch: check after it.
+    const pending = event.queryRunner && this.batches.get(event.queryRunner)
+    if (!pending) {
+      check([])
+      return undefined
+    }
+    return handled(pending.done.then(() => check(pending.items)))
+  }
+
+  /** The batch of the call running on `queryRunner`, started when its first hook runs. */
+  private batchOf(queryRunner: QueryRunner | undefined): Batch {
+    const key: object = queryRunner ?? this
     let batch = this.batches.get(key)
     if (!batch) {
       const items: Pending[] = []
-      const queryRunner = event.queryRunner
       // Every hook of one save()/insert() is broadcast in one synchronous loop: by the time this
       // microtask runs, the whole call is in the batch. One promise serves all its hooks (a
       // promise per row cost a third of the hook's time on 1000-row saves).
@@ -67,16 +115,10 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
         this.batches.delete(key)
         return this.flush(items, queryRunner)
       })
-      batch = { items, done }
+      batch = { items, done: handled(done) }
       this.batches.set(key, batch)
     }
-    batch.items.push({
-      entity,
-      metadata: event.metadata,
-      sharded,
-      roots: saveRoots.getStore(),
-    })
-    return batch.done
+    return batch
   }
 
   /**
@@ -175,14 +217,28 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
 
   private async flush(batch: Pending[], queryRunner: QueryRunner | undefined): Promise<void> {
     const placement = new Placement(this.source.sharding, batch)
-    const shards = batch.map((item) => placement.shardOf(item))
+    placement.checkSuppliedIds()
+    const pending = batch.filter((item) => !item.supplied)
+    if (pending.length === 0) return
+    const shards = pending.map((item) => placement.shardOf(item))
     const ids = await allocateIds(this.source, shards, contextOf(queryRunner))
-    batch.forEach((item, i) => {
+    pending.forEach((item, i) => {
       // BIGINT columns are signed: IDs past 2^63 (layouts with a 64th bit in use) wrap to negative.
       const signed = toSigned64(ids[i]!)
       item.entity[item.sharded.propertyName] = this.idType === 'bigint' ? signed : signed.toString()
     })
   }
+}
+
+/**
+ * `promise`, marked as handled: TypeORM stops broadcasting a call's hooks at the first one that
+ * throws (a `@BeforeInsert` validation, a bad ID in row 2) and never awaits the promises the
+ * earlier hooks returned; the call itself rejects with that error. A rejection of the batch
+ * nobody awaits any more must not end the process as an unhandled rejection.
+ */
+function handled<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => undefined)
+  return promise
 }
 
 type AfterQueryEvent = Parameters<NonNullable<EntitySubscriberInterface['afterQuery']>>[0]

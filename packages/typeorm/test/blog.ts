@@ -223,9 +223,12 @@ export async function blogOnTypeorm(
         throw new Error('the transaction failed after the insert, as planned')
       })
     },
-    async createKeyed(shardKey) {
-      return (await dataSource.getRepository(Keyed).save(Object.assign(new Keyed(), { shardKey })))
-        .id!
+    async createKeyed(shardKey, id) {
+      const keyed = Object.assign(new Keyed(), { shardKey }, id === undefined ? {} : { id })
+      return (await dataSource.getRepository(Keyed).save(keyed)).id!
+    },
+    async upsertKeyed(id, shardKey) {
+      await dataSource.getRepository(Keyed).upsert({ id: String(id), shardKey }, ['id'])
     },
     close: () => dataSource.destroy(),
   }

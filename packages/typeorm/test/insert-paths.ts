@@ -289,35 +289,50 @@ export function describeInsertPaths(tag: string): void {
       await raw?.close()
     })
 
-    it('runs the source’s SQL inside the transaction, on the transaction’s own connection', async () => {
+    it('runs the source’s SQL inside the transaction, on the transaction’s own connection, when two save at the same moment', async () => {
       const author = await dataSource
         .getRepository(Author)
         .save(Object.assign(new Author(), { email: 'runner@example.com' }))
       seen.length = 0
-      await Promise.all(
-        Array.from({ length: 8 }, (_, i) =>
-          dataSource.transaction(async (manager) => {
-            // A transaction-local setting: visible only on this connection, in this transaction.
-            await manager.query("SELECT set_config('sf.tx', $1, true)", [`tx ${i}`])
-            await manager.save(Object.assign(new Post(), { author, title: `tx ${i}` }))
-          }),
-        ),
-      )
-      expect([...seen].sort()).toEqual(Array.from({ length: 8 }, (_, i) => `tx ${i}`).sort())
-      const [stored] = await raw.query("SELECT COUNT(*) AS n FROM posts WHERE title LIKE 'tx %'")
-      expect(Number(stored?.n)).toBe(8)
+      mostAtOnce = 0
+      // Rounds of two transactions (the pool's two connections) that call save() in the same
+      // turn of the event loop: their hooks run together, and only a batch per query runner
+      // keeps one transaction's IDs off the other's connection.
+      for (let round = 0; round < 4; round++) {
+        let arrived = 0
+        let release: () => void = () => {}
+        const bothReady = new Promise<void>((resolve) => {
+          release = resolve
+        })
+        await Promise.all(
+          [0, 1].map((i) =>
+            dataSource.transaction(async (manager) => {
+              // A transaction-local setting: visible only on this connection, in this transaction.
+              await manager.query("SELECT set_config('sf.tx', $1, true)", [`tx ${round}.${i}`])
+              if (++arrived === 2) release()
+              await bothReady
+              await manager.save(Object.assign(new Post(), { author, title: `tx ${round}.${i}` }))
+            }),
+          ),
+        )
+      }
+      const names = Array.from({ length: 8 }, (_, i) => `tx ${Math.floor(i / 2)}.${i % 2}`)
+      expect([...seen].sort()).toEqual(names.sort())
+      expect(mostAtOnce).toBe(2) // the two saves did overlap
+      const stored = await raw.query("SELECT id, title FROM posts WHERE title LIKE 'tx %'")
+      expect(stored.map((row) => String(row.title)).sort()).toEqual(names.sort())
     })
 
     it('sends the queries of a call spanning several shards one after another on its connection', async () => {
-      const authors = await dataSource.getRepository(Author).save(
-        // IDs of our choosing (kept as given), for posts on four different shards
-        [1, 2, 3, 4].map((shard) =>
-          Object.assign(new Author(), {
-            id: sharding.layout.compose({ timestamp: Date.now(), shard, sequence: 0 }).toString(),
-            email: `${shard}@q`,
-          }),
-        ),
+      // Authors on four different shards (their emails hash there), for posts on four shards.
+      const emails = Array.from({ length: 40 }, (_, i) => `${i}@q`).filter(
+        (email, i, all) =>
+          all.findIndex((other) => sharding.shardForKey(other) === sharding.shardForKey(email)) ===
+          i,
       )
+      const authors = await dataSource
+        .getRepository(Author)
+        .save(emails.slice(0, 4).map((email) => Object.assign(new Author(), { email })))
       // Queries TypeORM has started and not finished, as its query events see them.
       let onConnection = 0
       let mostOnConnection = 0

@@ -12,6 +12,7 @@ import {
 import {
   ConfigurationError,
   InProcessSource,
+  InvalidArgumentError,
   InvalidShardRuleError,
   ShardConflictError,
   type ShardflakeError,
@@ -30,7 +31,15 @@ import {
   PrimaryGeneratedColumn,
 } from 'typeorm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { registerShardedId, ShardedId, shardedIds } from '../src'
+import {
+  registerShardedId,
+  ShardedId,
+  type ShardedIdOptions,
+  type ShardMigrationOptions,
+  shardedIdColumn,
+  shardedIds,
+  shardMigration,
+} from '../src'
 import { Author, dataSourceOptions, Keyed } from './blog'
 
 @Entity('by_relation')
@@ -165,6 +174,28 @@ export function describeStartup(tag: string): void {
       const dataSource = new DataSource({ type: 'postgres' })
       shardedIds(dataSource, { source })
       expect(() => shardedIds(dataSource, { source })).toThrow(ShardConflictError)
+    })
+
+    it('refuses a misspelt option of shardedIds(), @ShardedId, shardedIdColumn and shardMigration, naming the closest', () => {
+      const dataSource = new DataSource({ type: 'postgres' })
+      const misspelt = { source, idtype: 'bigint' } as Parameters<typeof shardedIds>[1]
+      expect(() => shardedIds(dataSource, misspelt)).toThrow(InvalidArgumentError)
+      expect(() => shardedIds(dataSource, misspelt)).toThrow(/Did you mean "idType"/)
+      const rule = { shardBy: 'email', stringkeys: 'hash' } as ShardedIdOptions
+      expect(() => ShardedId(rule)(Keyed.prototype, 'id')).toThrow(/Did you mean "stringKeys"/)
+      expect(() => shardedIdColumn({ shard: 1, coment: 'x' } as ShardedIdOptions)).toThrow(
+        /Did you mean "comment"/,
+      )
+      expect(() =>
+        registerShardedId(Keyed, 'id', { shardBy: 'shardKey', stringKeys: 'hashed' as 'hash' }),
+      ).toThrow(InvalidShardRuleError)
+      expect(() =>
+        shardMigration('Shards1732250000000', { up: 'SELECT 1', down: 'SELECT 1' }, {
+          transation: false,
+        } as ShardMigrationOptions),
+      ).toThrow(/Did you mean "transaction"/)
+      // Nothing was installed by the refused call.
+      expect(() => shardedIds(dataSource, { source })).not.toThrow()
     })
 
     it('refuses a rule with no or two shard sources with InvalidShardRuleError', () => {

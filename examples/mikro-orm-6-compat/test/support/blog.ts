@@ -125,11 +125,22 @@ export async function mikroBlog(
       await em.flush()
       return comment.id
     },
-    async createKeyed(shardKey) {
+    async createKeyed(shardKey, id) {
       const em = fork()
-      const created = em.create(Keyed, (shardKey === undefined ? {} : { shardKey }) as BlogKeyed)
+      // The caller's ID goes to MikroORM as it comes (a number too): the extension must see it.
+      const data = {
+        ...(shardKey === undefined ? {} : { shardKey }),
+        ...(id === undefined ? {} : { id }),
+      }
+      const created = em.create(Keyed, data as BlogKeyed)
       await em.flush()
       return created.id
+    },
+    async upsertKeyed(id, shardKey) {
+      // MikroORM 6 would overwrite the stored key on conflict without onConflictExcludeFields.
+      await fork().upsert(Keyed, { id: BigInt(id), shardKey } as BlogKeyed, {
+        onConflictExcludeFields: ['id'],
+      })
     },
     async createPostThenFail(data) {
       await fork().transactional(async (em) => {

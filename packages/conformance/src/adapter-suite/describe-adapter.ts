@@ -4,6 +4,7 @@ import { type BlogThroughOrm, blogSchemaSql } from '../blog'
 import { type Dialect, freshDatabase, type RawDatabase } from '../databases'
 import { testSharding } from '../shardings'
 import { CountingSource } from '../source-wrappers'
+import { testKeyChanges, testSuppliedIds } from './checked-id-tests'
 import { testConcurrentInserts } from './concurrency-tests'
 import { testInsertPaths } from './insert-tests'
 import { testRefusals } from './refusal-tests'
@@ -90,6 +91,8 @@ export function describeAdapter(name: string, options: AdapterSuiteOptions): voi
     testShardRouting(s)
     testInsertPaths(s)
     testRefusals(s)
+    testSuppliedIds(s)
+    testKeyChanges(s)
     testConcurrentInserts(s)
     testStoredShards(s)
   })

@@ -1,9 +1,13 @@
 import { MissingShardKeyError } from '@shardflake/core'
 import { expect, it } from 'vitest'
 import { findError } from '../routing'
+import { settle } from './settle'
 import type { AdapterSuiteState } from './suite-state'
 
-/** Writes that must leave nothing: a rolled-back transaction, a row without its shard key. */
+/**
+ * Writes that must leave nothing: a rolled-back transaction, a row without its shard key (missing,
+ * empty or blank).
+ */
 export function testRefusals(s: AdapterSuiteState): void {
   it('writes nothing when the transaction rolls back', async () => {
     await expect(
@@ -25,12 +29,20 @@ export function testRefusals(s: AdapterSuiteState): void {
     expect(await s.count('SELECT COUNT(*) FROM keyed')).toBe(keyed)
     expect(s.counting.idsIssued).toBe(0)
   })
-}
 
-/** The error `promise` rejects with, or undefined when it resolves. */
-async function settle(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  )
+  it('refuses an empty or blank shard key with MissingShardKeyError, like a missing one, before anything is written', async () => {
+    const authors = await s.count('SELECT COUNT(*) FROM authors')
+    const keyed = await s.count('SELECT COUNT(*) FROM keyed')
+    for (const key of ['', '   ']) {
+      const failure = await settle(s.blog.createKeyed(key))
+      expect(findError(failure, MissingShardKeyError), JSON.stringify(key)).toBeInstanceOf(
+        MissingShardKeyError,
+      )
+    }
+    const noEmail = await settle(s.blog.createAuthor(''))
+    expect(findError(noEmail, MissingShardKeyError)).toBeInstanceOf(MissingShardKeyError)
+    expect(await s.count('SELECT COUNT(*) FROM authors')).toBe(authors)
+    expect(await s.count('SELECT COUNT(*) FROM keyed')).toBe(keyed)
+    expect(s.counting.idsIssued).toBe(0)
+  })
 }

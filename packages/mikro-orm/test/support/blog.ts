@@ -126,11 +126,19 @@ export async function mikroBlog(
         throw new Error('rolled back on purpose')
       })
     },
-    async createKeyed(shardKey) {
+    async createKeyed(shardKey, id) {
       const em = fork()
-      const created = em.create(Keyed, (shardKey === undefined ? {} : { shardKey }) as BlogKeyed)
+      // The caller's ID goes to MikroORM as it comes (a number too): the extension must see it.
+      const data = {
+        ...(shardKey === undefined ? {} : { shardKey }),
+        ...(id === undefined ? {} : { id }),
+      }
+      const created = em.create(Keyed, data as BlogKeyed)
       await em.flush()
       return created.id
+    },
+    async upsertKeyed(id, shardKey) {
+      await fork().upsert(Keyed, { id: BigInt(id), shardKey } as BlogKeyed)
     },
     close: () => orm.close(true),
   }

@@ -68,8 +68,19 @@ function blogOn<P extends PgBlogClient | MysqlBlogClient>(
       })
       return saved.comments[0]!.id
     },
-    async createKeyed(shardKey) {
-      return (await client.keyed.create({ data: { shardKey } })).id
+    async createKeyed(shardKey, id) {
+      // A number goes to Prisma as it is: the extension must see what the caller wrote.
+      const given = typeof id === 'string' ? key(id) : id
+      return (
+        await client.keyed.create({ data: { shardKey, ...(given !== undefined && { id: given }) } })
+      ).id
+    },
+    async upsertKeyed(id, shardKey) {
+      await client.keyed.upsert({
+        where: { id: key(id) },
+        create: { id: key(id), shardKey },
+        update: { shardKey },
+      })
     },
     async createPostThenFail(post) {
       await client.$transaction(async (tx) => {

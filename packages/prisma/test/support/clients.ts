@@ -18,10 +18,10 @@ export function pgClient(url: string, source: IdSource, pool = 10) {
   return new PgClient({ adapter }).$extends(pgShardedIds({ source }))
 }
 
-/** The blog's Prisma client on MariaDB (adapter-mariadb), with the extension and `models` passed. */
-export function mysqlClient(url: string, source: IdSource, pool = 10) {
+/** adapter-mariadb for a `mysql://` URL. */
+function mariadbAdapter(url: string, pool = 10) {
   const target = new URL(url)
-  const adapter = new PrismaMariaDb({
+  return new PrismaMariaDb({
     host: target.hostname,
     port: Number(target.port || 3306),
     user: decodeURIComponent(target.username),
@@ -29,7 +29,13 @@ export function mysqlClient(url: string, source: IdSource, pool = 10) {
     database: target.pathname.slice(1),
     connectionLimit: pool,
   })
-  return new MysqlClient({ adapter }).$extends(shardedIds({ source, models: mysqlModels }))
+}
+
+/** The blog's Prisma client on MariaDB (adapter-mariadb), with the extension and `models` passed. */
+export function mysqlClient(url: string, source: IdSource, pool = 10) {
+  return new MysqlClient({ adapter: mariadbAdapter(url, pool) }).$extends(
+    shardedIds({ source, models: mysqlModels }),
+  )
 }
 
 export type PgBlogClient = ReturnType<typeof pgClient>
@@ -43,6 +49,21 @@ export function blogClient(dialect: 'postgres' | 'mysql', url: string, source: I
   return samePrismaModels(dialect === 'postgres' ? pgClient(url, source) : mysqlClient(url, source))
 }
 
-function samePrismaModels<P extends PgBlogClient | MysqlBlogClient>(client: P): PgBlogClient {
-  return client as PgBlogClient
+function samePrismaModels<P extends PgBlogClient | MysqlBlogClient>(client: P): PgBlogClient
+function samePrismaModels(client: PgClient | MysqlClient): PgClient
+function samePrismaModels(
+  client: PgBlogClient | MysqlBlogClient | PgClient | MysqlClient,
+): PgBlogClient | PgClient {
+  return client as PgBlogClient | PgClient
+}
+
+/**
+ * The blog's Prisma client for a dialect without the extension, typed as the PostgreSQL one (the
+ * models are the same): for tests that add `shardedIds` in another order.
+ */
+export function bareClient(dialect: 'postgres' | 'mysql', url: string): PgClient {
+  if (dialect === 'postgres') {
+    return new PgClient({ adapter: new PrismaPg({ connectionString: url }) })
+  }
+  return samePrismaModels(new MysqlClient({ adapter: mariadbAdapter(url) }))
 }

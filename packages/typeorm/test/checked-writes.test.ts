@@ -1,0 +1,3 @@
+import { describeCheckedWrites } from './checked-writes'
+
+describeCheckedWrites('')
