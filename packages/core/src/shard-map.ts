@@ -1,5 +1,6 @@
 import { InvalidArgumentError, ShardOutOfRangeError } from './errors'
 import type { IdInput } from './id-value'
+import { describeValue } from './known-options'
 import type { Sharding } from './sharding'
 
 /** Logical shards `from`..`to` (both inclusive) live on `target` (a pool, a URL, a name). */
@@ -169,7 +170,7 @@ export function readShardList(shards: ShardList, sharding: Sharding): number[] {
     ranges = [shards as { from: number; to: number }]
   } else {
     throw new InvalidArgumentError(
-      `shards must be 'all', a list, a { from, to } range or a "0-99,200" string, got ${String(shards)}.`,
+      `shards must be 'all', a list, a { from, to } range or a "0-99,200" string, got ${describeValue(shards)}.`,
     )
   }
   if (ranges.length === 0) throw new InvalidArgumentError('No shards given.')

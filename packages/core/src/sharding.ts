@@ -7,6 +7,7 @@ import {
   ShardOutOfRangeError,
 } from './errors'
 import { type IdInput, toBigInt } from './id-value'
+import { describeValue } from './known-options'
 import type { Layout } from './layout'
 import type { LayoutDescription } from './layout-options'
 import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
@@ -113,7 +114,7 @@ export class Sharding {
     if (!Number.isInteger(shard) || shard < 0 || shard >= this.logicalShards) {
       throw new ShardOutOfRangeError(
         shard,
-        `${what === 'Shard' ? 'Shard' : `${what} is on shard`} ${String(shard)}, outside the ${this.logicalShards} logical shards (0 to ${this.logicalShards - 1}).`,
+        `${what === 'Shard' ? 'Shard' : `${what} is on shard`} ${describeValue(shard)}, outside the ${this.logicalShards} logical shards (0 to ${this.logicalShards - 1}).`,
       )
     }
     return shard

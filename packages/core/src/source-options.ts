@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from './errors'
+import { describeValue } from './known-options'
 
 /**
  * The defaults every source shares, so one option means the same everywhere. Each source's
@@ -44,7 +45,7 @@ export function readInteger(
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
     const what = bounds.unit ? `an integer number of ${bounds.unit}` : 'an integer'
     throw new InvalidArgumentError(
-      `${name} must be ${what} from ${min} to ${max}, got ${String(value)}.`,
+      `${name} must be ${what} from ${min} to ${max}, got ${describeValue(value)}.`,
     )
   }
   return value
