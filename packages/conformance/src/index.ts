@@ -12,6 +12,19 @@ export {
   type RawDatabase,
 } from './databases'
 export {
+  connectHomeServers,
+  type HomeServer,
+  type HomeServers,
+  type MisplacedRow,
+  shardBits,
+  startHomeServers,
+} from './homes/home-servers'
+export {
+  type DirectoryUnderTest,
+  describeShardHomes,
+  type ShardHomesSuiteOptions,
+} from './homes/homes-suite'
+export {
   describePlainIdAdapter,
   type PlainBlogThroughOrm,
   type PlainIdSuiteOptions,

@@ -66,6 +66,7 @@ export {
 export { discord, instagram, presets, sonyflake, twitter } from './presets'
 export { RoutedSource } from './routed-source'
 export {
+  type CreatedDirectory,
   checkDirectoryEntries,
   checkExpectedVersion,
   type DirectoryEntry,

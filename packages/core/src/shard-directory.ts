@@ -78,6 +78,14 @@ export interface ShardDirectory {
   close(): Promise<void>
 }
 
+/** What a database directory's `create()` did. */
+export interface CreatedDirectory {
+  /** False when the directory existed already: it keeps its entries (moves change them). */
+  readonly created: boolean
+  /** The directory as it is now. */
+  readonly snapshot: DirectorySnapshot
+}
+
 /** The defaults of shard homes, so one option means the same everywhere. */
 export const HOMES_DEFAULTS = Object.freeze({
   /** The `maxStaleMs` a directory records when created without one, in ms. */
