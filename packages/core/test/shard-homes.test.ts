@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   CancelledError,
   ConfigurationError,
@@ -257,6 +257,25 @@ describe('ShardHomes over a directory that changes', () => {
     await sleep(150)
     directory.failWith = undefined
     expect(await homes.writeHome(9)).toEqual({ server: 'c', handle: 'handle-c' })
+  })
+
+  it('a machine that was suspended (its wall clock moved on, not its monotonic clock) reads again too', async () => {
+    const directory = new MemoryDirectory(
+      sharding,
+      [{ from: 0, to: 63, server: 'a', state: 'serving' }],
+      1000,
+    )
+    const homes = await open({ sharding, servers, directory, refreshMs: 400 })
+    await directory.set(0, { server: 'b' })
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      vi.setSystemTime(Date.now() + 5000)
+      expect(() => homes.serverOf(1)).toThrow(DirectoryStaleError)
+      expect((await homes.writeHome(1)).server).toBe('b')
+      expect(homes.serverOf(1)).toBe('b')
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('keeps routing by its reading while a new one names a server it does not know, until that goes stale', async () => {

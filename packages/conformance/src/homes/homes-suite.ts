@@ -297,9 +297,14 @@ export function describeShardHomes(name: string, options: ShardHomesSuiteOptions
       for (const { waitFor, lines } of children) {
         await waitFor(() => lines.includes('DONE'), 'finish its attempts')
       }
-      const wins = children.flatMap(({ lines }) =>
-        lines.filter((line) => line.startsWith('W ')).map((line) => BigInt(line.slice(2))),
+      // "W <the version it read> <the version its change made>": a win is based on what it read.
+      const won = children.flatMap(({ lines }) =>
+        lines
+          .filter((line) => line.startsWith('W '))
+          .map((line) => line.slice(2).split(' ').map(BigInt) as [bigint, bigint]),
       )
+      for (const [read, made] of won) expect(made).toBe(read + 1n)
+      const wins = won.map(([, made]) => made)
       const losses = children.flatMap(({ lines }) => lines.filter((line) => line === 'L'))
       const final = (await open({ table }).read()).version
       console.info(
