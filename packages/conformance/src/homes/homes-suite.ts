@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import * as core from '@shardflake/core'
 import {
   CancelledError,
   ConfigurationError,
@@ -12,7 +13,7 @@ import {
   InvalidArgumentError,
   instagram,
   type ShardDirectory,
-  type ShardflakeError,
+  ShardflakeError,
   ShardHomes,
   type Sharding,
   ShardingMismatchError,
@@ -21,6 +22,7 @@ import {
   ShardOutOfRangeError,
   TimedOutError,
 } from '@shardflake/core'
+import fc from 'fast-check'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
@@ -480,6 +482,61 @@ export function describeShardHomes(name: string, options: ShardHomesSuiteOptions
       const error = await impatient.writeHome(50).catch((caught: unknown) => caught)
       expect(error).toBeInstanceOf(ShardMovingError)
       expect((error as ShardflakeError).retryable).toBe(true)
+    })
+
+    it('any input to the directory works or fails with a ShardflakeError of a known code', async () => {
+      const table = `dir_inputs_${++tables}`
+      const directory = open({ table })
+      await directory.create(firstMap)
+      const known = new Set(
+        Object.values(core).flatMap((value) =>
+          typeof value === 'function' && value.prototype instanceof ShardflakeError
+            ? [(value as unknown as { code: string }).code]
+            : [],
+        ),
+      )
+      const typed = async (work: () => unknown) => {
+        try {
+          await work()
+        } catch (error) {
+          if (!(error instanceof ShardflakeError)) throw error
+          expect(known).toContain(error.code)
+        }
+      }
+      const anything = fc.anything({ withBigInt: true, withNullPrototype: true })
+      const entries = fc.oneof(
+        fc.array(
+          fc.record({
+            from: fc.oneof(fc.integer({ min: -1, max: 65 }), anything),
+            to: fc.oneof(fc.integer({ min: -1, max: 65 }), anything),
+            server: fc.oneof(fc.constantFrom('a', 'b', 'c', ''), anything),
+            state: fc.oneof(fc.constantFrom('serving', 'switching', 'arriving'), anything),
+          }),
+          { maxLength: 3 },
+        ),
+        anything,
+      )
+      await fc.assert(
+        fc.asyncProperty(anything, entries, anything, async (value, list, extra) => {
+          await typed(() =>
+            options.openDirectory(homeServers.server('a').url, {
+              sharding,
+              table,
+              ...(typeof extra === 'object' && extra !== null ? extra : {}),
+              maxStaleMs: value as number,
+            }),
+          )
+          await typed(() => options.openDirectory(homeServers.server('a').url, value as never))
+          await typed(() => directory.read(value as never))
+          await typed(() => directory.create(value as never))
+          await typed(() => directory.compareAndSet(value as never, list as never))
+          const current = await directory.read()
+          await typed(() => directory.compareAndSet(current.version, list as never))
+        }),
+        { numRuns: 60 },
+      )
+      // Whatever was accepted is a shard map: the directory still reads.
+      expect((await directory.read()).entries.length).toBeGreaterThan(0)
     })
 
     it('fan-out over three servers with real SQL: merged by ID with a limit, typed partial failure', async () => {
