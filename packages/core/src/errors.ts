@@ -288,6 +288,19 @@ export class ShardKeyChangedError extends ShardflakeError {
  * directory is `switching` (the old server is about to refuse writes) or `arriving` (the new
  * server holds every row and takes writes once the move finishes). The router waited up to its
  * `switchWaitMs` first. Nothing was written; retry shortly, the switch takes a few seconds.
+ * @example
+ * ```ts
+ * import { ShardMovingError, type ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * try {
+ *   await homes.writeHome(17)
+ * } catch (error) {
+ *   if (error instanceof ShardMovingError) {
+ *     // shard 17 is switching servers: answer 503 with Retry-After, or queue the write
+ *   }
+ * }
+ * ```
  */
 export class ShardMovingError extends ShardflakeError {
   static override readonly code = 'SHARD_MOVING'
@@ -304,12 +317,27 @@ export class ShardMovingError extends ShardflakeError {
  * shard directory (a handle used directly for a row of another server, or a row of another
  * server inside a transaction pinned to one). Nothing was written: write it through the handle
  * the router gives for its shard.
+ * @example
+ * ```ts
+ * import type { ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * homes.checkHome('a', 45) // throws WrongServerError when shard 45 lives on another server
+ * ```
  */
 export class WrongServerError extends ShardflakeError {
   static override readonly code = 'WRONG_SERVER'
 }
 
-/** One server of a fan-out that failed, as {@link FanOutError} reports it. */
+/**
+ * One server of a fan-out that failed, as {@link FanOutError} reports it.
+ * @example
+ * ```ts
+ * import type { FanOutFailure } from '@shardflake/core'
+ *
+ * const failure: FanOutFailure = { server: 'b', shards: [21, 22], error: new Error('ECONNREFUSED') }
+ * ```
+ */
 export interface FanOutFailure {
   /** The server's name. */
   readonly server: string
@@ -323,6 +351,23 @@ export interface FanOutFailure {
  * An explicit fan-out in which some servers failed. `results` holds the merged rows of the
  * servers that answered (ordered and limited as asked), `failures` says which servers failed and
  * why. Retryable when every failure is a retryable {@link ShardflakeError}.
+ * @example
+ * ```ts
+ * import { FanOutError, type ShardHomes } from '@shardflake/core'
+ * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+ * declare const homes: ShardHomes<Pool>
+ *
+ * const query = async (pool: Pool) =>
+ *   (await pool.query('SELECT id::text AS id FROM posts ORDER BY id DESC LIMIT 20')).rows as { id: string }[]
+ * try {
+ *   await homes.fanOut(query, { orderBy: (row) => row.id, limit: 20 })
+ * } catch (error) {
+ *   if (error instanceof FanOutError) {
+ *     const partial = error.results // the newest 20 of the servers that answered
+ *     const down = error.failures.map((failure) => failure.server)
+ *   }
+ * }
+ * ```
  */
 export class FanOutError<R = unknown> extends ShardflakeError {
   static override readonly code = 'FAN_OUT_FAILED'
@@ -347,6 +392,20 @@ export class FanOutError<R = unknown> extends ShardflakeError {
  * A compare-and-set of the shard directory lost: its version is no longer the one the change was
  * based on, because another process changed it first. Nothing was written. Read the directory
  * again and decide anew; repeating the same call fails the same way.
+ * @example
+ * ```ts
+ * import { DirectoryChangedError, type ShardDirectory } from '@shardflake/core'
+ * declare const directory: ShardDirectory
+ *
+ * const current = await directory.read()
+ * try {
+ *   await directory.compareAndSet(current.version, current.entries)
+ * } catch (error) {
+ *   if (error instanceof DirectoryChangedError) {
+ *     // another process changed it first: read again and decide anew
+ *   }
+ * }
+ * ```
  */
 export class DirectoryChangedError extends ShardflakeError {
   static override readonly code = 'DIRECTORY_CHANGED'
@@ -357,6 +416,20 @@ export class DirectoryChangedError extends ShardflakeError {
  * or the directory could not be read), so routing now might send the call to a server that no
  * longer holds the shard. Nothing was routed. A new read is under way: retry shortly. `cause`
  * holds the last read's failure, if it failed.
+ * @example
+ * ```ts
+ * import { DirectoryStaleError, type ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * let server: string
+ * try {
+ *   server = homes.serverOf(17)
+ * } catch (error) {
+ *   if (!(error instanceof DirectoryStaleError)) throw error
+ *   await homes.refresh() // read the directory again, then route
+ *   server = homes.serverOf(17)
+ * }
+ * ```
  */
 export class DirectoryStaleError extends ShardflakeError {
   static override readonly code = 'DIRECTORY_STALE'

@@ -18,6 +18,19 @@ import { readInteger } from './source-options'
  * DataSource, a PrismaClient), `shards` the logical shards it is asked about (restrict the query
  * to them), `signal` aborts when the caller cancels the fan-out. With `orderBy`, return the rows
  * already ordered by ID in the fan-out's `order`, and at most its `limit`.
+ * @example
+ * ```ts
+ * import type { FanOutRun } from '@shardflake/core'
+ * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+ *
+ * const countPosts: FanOutRun<Pool, { server: string; n: number }> = async (pool, server, shards) => {
+ *   const { rows } = await pool.query(
+ *     'SELECT $2::text AS server, count(*)::int AS n FROM posts WHERE (id >> 10) & 8191 = ANY($1)',
+ *     [shards, server],
+ *   )
+ *   return rows as { server: string; n: number }[]
+ * }
+ * ```
  */
 export type FanOutRun<H, R> = (
   handle: H,
@@ -26,7 +39,15 @@ export type FanOutRun<H, R> = (
   signal: AbortSignal,
 ) => Promise<readonly R[]>
 
-/** What `ShardHomes.fanOut` takes besides the query. */
+/**
+ * What `ShardHomes.fanOut` takes besides the query.
+ * @example
+ * ```ts
+ * import type { FanOutOptions } from '@shardflake/core'
+ *
+ * const newest20: FanOutOptions<{ id: string }> = { orderBy: (row) => row.id, order: 'desc', limit: 20 }
+ * ```
+ */
 export interface FanOutOptions<R> {
   /**
    * Which logical shards to ask about: the query runs only on the servers holding them, each

@@ -15,7 +15,15 @@ import { readDuration } from './source-options'
  */
 export type HomeState = 'serving' | 'switching' | 'arriving'
 
-/** Logical shards `from`..`to` (both inclusive) live on `server`, in `state`. */
+/**
+ * Logical shards `from`..`to` (both inclusive) live on `server`, in `state`.
+ * @example
+ * ```ts
+ * import type { DirectoryEntry } from '@shardflake/core'
+ *
+ * const entry: DirectoryEntry = { from: 16, to: 31, server: 'b', state: 'serving' }
+ * ```
+ */
 export interface DirectoryEntry {
   readonly from: number
   readonly to: number
@@ -24,7 +32,16 @@ export interface DirectoryEntry {
   readonly state: HomeState
 }
 
-/** What a {@link ShardDirectory} holds at one version. */
+/**
+ * What a {@link ShardDirectory} holds at one version.
+ * @example
+ * ```ts
+ * import type { ShardDirectory } from '@shardflake/core'
+ * declare const directory: ShardDirectory
+ *
+ * const { version, entries, maxStaleMs } = await directory.read()
+ * ```
+ */
 export interface DirectorySnapshot {
   /** Grows by one with every change; a compare-and-set names the version it is based on. */
   readonly version: bigint
@@ -78,7 +95,17 @@ export interface ShardDirectory {
   close(): Promise<void>
 }
 
-/** What a database directory's `create()` did. */
+/**
+ * What a database directory's `create()` did.
+ * @example
+ * ```ts
+ * import { type CreatedDirectory, ShardMap, type Sharding } from '@shardflake/core'
+ * declare const directory: { create(map: ShardMap<string>): Promise<CreatedDirectory> } // PostgresShardDirectory
+ * declare const sharding: Sharding
+ *
+ * const { created, snapshot } = await directory.create(ShardMap.single(sharding, 'a'))
+ * ```
+ */
 export interface CreatedDirectory {
   /** False when the directory existed already: it keeps its entries (moves change them). */
   readonly created: boolean
@@ -86,7 +113,15 @@ export interface CreatedDirectory {
   readonly snapshot: DirectorySnapshot
 }
 
-/** The defaults of shard homes, so one option means the same everywhere. */
+/**
+ * The defaults of shard homes, so one option means the same everywhere.
+ * @example
+ * ```ts
+ * import { HOMES_DEFAULTS } from '@shardflake/core'
+ *
+ * HOMES_DEFAULTS.maxStaleMs // 5000
+ * ```
+ */
 export const HOMES_DEFAULTS = Object.freeze({
   /** The `maxStaleMs` a directory records when created without one, in ms. */
   maxStaleMs: 5000,
@@ -258,6 +293,12 @@ export function toDirectorySnapshot(
 /**
  * The error a directory throws when a compare-and-set finds another version.
  * @param found the version stored now, when known.
+ * @example
+ * ```ts
+ * import { directoryChanged } from '@shardflake/core'
+ *
+ * throw directoryChanged('table shardflake_directory', 4n, 5n)
+ * ```
  */
 export function directoryChanged(
   what: string,
@@ -272,6 +313,13 @@ export function directoryChanged(
 /**
  * Throws unless `expected` is a version a compare-and-set can name (a positive bigint).
  * @throws InvalidArgumentError
+ * @example
+ * ```ts
+ * import { checkExpectedVersion } from '@shardflake/core'
+ *
+ * checkExpectedVersion(3n) // 3n
+ * checkExpectedVersion(3) // throws: compareAndSet needs the version it is based on, a bigint from read(), got 3.
+ * ```
  */
 export function checkExpectedVersion(expected: unknown): bigint {
   if (typeof expected !== 'bigint' || expected < 1n) {

@@ -31,7 +31,22 @@ import { formatShardList, readShardList, ShardMap } from './shard-map'
 import { requireSharding, type Sharding } from './sharding'
 import { readDuration } from './source-options'
 
-/** What {@link ShardHomes.open} takes. */
+/**
+ * What {@link ShardHomes.open} takes.
+ * @example
+ * ```ts
+ * import { ShardMap, type ShardHomesOptions, type Sharding } from '@shardflake/core'
+ * declare const sharding: Sharding
+ *
+ * const options: ShardHomesOptions<string> = {
+ *   sharding,
+ *   servers: { a: 'postgres://db-a/app' },
+ *   directory: ShardMap.single(sharding, 'a'),
+ *   refreshMs: 1000,
+ *   switchWaitMs: 2000,
+ * }
+ * ```
+ */
 export interface ShardHomesOptions<H> {
   /** The application's sharding; the directory must have been created for the same one. */
   readonly sharding: Sharding
@@ -60,13 +75,33 @@ export interface ShardHomesOptions<H> {
   readonly switchWaitMs?: number
 }
 
-/** Where a write goes: the server holding the shard, and its handle. */
+/**
+ * Where a write goes: the server holding the shard, and its handle.
+ * @example
+ * ```ts
+ * import type { ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * const { server, handle } = await homes.writeHome(17)
+ * ```
+ */
 export interface WriteHome<H> {
   readonly server: string
   readonly handle: H
 }
 
-/** One server's share of a write split by {@link ShardHomes.writeGroups}. */
+/**
+ * One server's share of a write split by {@link ShardHomes.writeGroups}.
+ * @example
+ * ```ts
+ * import type { ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * for (const [server, { handle, items }] of await homes.writeGroups([3, 40], (shard) => shard)) {
+ *   console.log(server, items)
+ * }
+ * ```
+ */
 export interface WriteGroup<H, T> {
   readonly handle: H
   readonly items: T[]
@@ -103,15 +138,13 @@ interface Reading {
  * @example
  * ```ts
  * import { defineSharding, instagram, ShardHomes, ShardMap } from '@shardflake/core'
- * import pg from 'pg'
+ * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+ * declare const poolA: Pool, poolB: Pool
  *
  * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
  * const homes = await ShardHomes.open({
  *   sharding,
- *   servers: {
- *     a: new pg.Pool({ connectionString: process.env.SERVER_A_URL }),
- *     b: new pg.Pool({ connectionString: process.env.SERVER_B_URL }),
- *   },
+ *   servers: { a: poolA, b: poolB },
  *   directory: new ShardMap(sharding, [
  *     { from: 0, to: 31, target: 'a' },
  *     { from: 32, to: 63, target: 'b' },
@@ -158,6 +191,14 @@ export class ShardHomes<H> {
    * `refreshMs` is not below half its `maxStaleMs`.
    * @throws ShardingMismatchError when the directory was created for another sharding.
    * @throws the directory's own errors when it cannot be read.
+   * @example
+   * ```ts
+   * import { ShardHomes, type ShardDirectory, type Sharding } from '@shardflake/core'
+   * declare const sharding: Sharding
+   * declare const directory: ShardDirectory
+   *
+   * const homes = await ShardHomes.open({ sharding, servers: { a: 'A', b: 'B' }, directory })
+   * ```
    */
   static async open<H>(options: ShardHomesOptions<H>): Promise<ShardHomes<H>> {
     checkKnownOptions('ShardHomes.open options', options, OPTIONS)
@@ -243,8 +284,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    *
    * await homes.forShard(17).query('SELECT count(*) FROM posts')
    * ```
@@ -260,8 +301,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    * declare const postId: bigint
    *
    * await homes.forId(postId).query('SELECT * FROM posts WHERE id = $1', [postId])
@@ -278,8 +319,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    *
    * await homes.forKey('acme-corp').query('SELECT * FROM tenants WHERE name = $1', ['acme-corp'])
    * ```
@@ -294,8 +335,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    *
    * for (const [server, rows] of homes.groupByServer([3, 40], (shard) => shard)) {
    *   await homes.handleOf(server).query('SELECT 1')
@@ -323,8 +364,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes, Sharding } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    * declare const sharding: Sharding
    * declare const postId: bigint
    *
@@ -349,8 +390,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes, Sharding } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    * declare const sharding: Sharding
    * declare const posts: { id: bigint; title: string }[]
    *
@@ -451,8 +492,8 @@ export class ShardHomes<H> {
    * @example
    * ```ts
    * import type { ShardHomes } from '@shardflake/core'
-   * import type pg from 'pg'
-   * declare const homes: ShardHomes<pg.Pool>
+   * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+   * declare const homes: ShardHomes<Pool>
    *
    * // The 20 newest posts of every server: IDs grow with time.
    * const newest = await homes.fanOut(

@@ -22,7 +22,17 @@ import type { Pool } from 'mysql2/promise'
 import { driverError, translateError } from './errors'
 import { callServer, type RunQuery } from './server-call'
 
-/** What {@link MysqlShardDirectory} takes besides the pool. */
+/**
+ * What {@link MysqlShardDirectory} takes besides the pool.
+ * @example
+ * ```ts
+ * import type { Sharding } from '@shardflake/core'
+ * import type { MysqlShardDirectoryOptions } from '@shardflake/mysql'
+ * declare const sharding: Sharding
+ *
+ * const options: MysqlShardDirectoryOptions = { sharding, table: 'shard_homes', maxStaleMs: 5000, timeoutMs: 2000 }
+ * ```
+ */
 export interface MysqlShardDirectoryOptions {
   /** The application's sharding: recorded by `create()`, compared on every read. */
   readonly sharding: Sharding
@@ -176,6 +186,13 @@ export class MysqlShardDirectory implements ShardDirectory {
    * another `maxStaleMs` than the options give.
    * @throws ShardingMismatchError when it records another sharding.
    * @throws TimedOutError, CancelledError, ConnectionRefusedError, ... when the server fails.
+   * @example
+   * ```ts
+   * import type { MysqlShardDirectory } from '@shardflake/mysql'
+   * declare const directory: MysqlShardDirectory
+   *
+   * const { version, entries } = await directory.read(AbortSignal.timeout(1000))
+   * ```
    */
   async read(signal?: AbortSignal): Promise<DirectorySnapshot> {
     return this.call('read', signal, async (run) => this.snapshotOf(await this.select(run)))
@@ -185,6 +202,17 @@ export class MysqlShardDirectory implements ShardDirectory {
    * @throws DirectoryChangedError when the stored version is not `expected`; nothing is written.
    * @throws InvalidArgumentError, ShardOutOfRangeError for entries that cannot be a shard map.
    * @throws as {@link read} otherwise.
+   * @example
+   * ```ts
+   * import type { MysqlShardDirectory } from '@shardflake/mysql'
+   * declare const directory: MysqlShardDirectory
+   *
+   * const current = await directory.read()
+   * await directory.compareAndSet(
+   *   current.version,
+   *   current.entries.map((entry) => (entry.from === 16 ? { ...entry, state: 'switching' as const } : entry)),
+   * )
+   * ```
    */
   async compareAndSet(
     expected: bigint,
@@ -220,7 +248,16 @@ export class MysqlShardDirectory implements ShardDirectory {
     })
   }
 
-  /** Refuses further calls. The pool stays open: end it yourself. */
+  /**
+   * Refuses further calls. The pool stays open: end it yourself.
+   * @example
+   * ```ts
+   * import type { MysqlShardDirectory } from '@shardflake/mysql'
+   * declare const directory: MysqlShardDirectory
+   *
+   * await directory.close()
+   * ```
+   */
   async close(): Promise<void> {
     this.closed = true
   }

@@ -24,7 +24,17 @@ import type { SqlClient } from './client'
 import { type Call, Connections, type Rows } from './connections'
 import { translatePostgresError } from './errors'
 
-/** What {@link PostgresShardDirectory} takes besides the client. */
+/**
+ * What {@link PostgresShardDirectory} takes besides the client.
+ * @example
+ * ```ts
+ * import type { Sharding } from '@shardflake/core'
+ * import type { PostgresShardDirectoryOptions } from '@shardflake/postgres'
+ * declare const sharding: Sharding
+ *
+ * const options: PostgresShardDirectoryOptions = { sharding, table: 'shard_homes', maxStaleMs: 5000, timeoutMs: 2000 }
+ * ```
+ */
 export interface PostgresShardDirectoryOptions {
   /** The application's sharding: recorded by `create()`, compared on every read. */
   readonly sharding: Sharding
@@ -184,6 +194,13 @@ export class PostgresShardDirectory implements ShardDirectory {
    * another `maxStaleMs` than the options give.
    * @throws ShardingMismatchError when it records another sharding.
    * @throws TimedOutError, CancelledError, ConnectionRefusedError, ... when the server fails.
+   * @example
+   * ```ts
+   * import type { PostgresShardDirectory } from '@shardflake/postgres'
+   * declare const directory: PostgresShardDirectory
+   *
+   * const { version, entries } = await directory.read(AbortSignal.timeout(1000))
+   * ```
    */
   async read(signal?: AbortSignal): Promise<DirectorySnapshot> {
     return this.call('read', signal, async (run) => this.snapshotOf(await this.select(run)))
@@ -193,6 +210,17 @@ export class PostgresShardDirectory implements ShardDirectory {
    * @throws DirectoryChangedError when the stored version is not `expected`; nothing is written.
    * @throws InvalidArgumentError, ShardOutOfRangeError for entries that cannot be a shard map.
    * @throws as {@link read} otherwise.
+   * @example
+   * ```ts
+   * import type { PostgresShardDirectory } from '@shardflake/postgres'
+   * declare const directory: PostgresShardDirectory
+   *
+   * const current = await directory.read()
+   * await directory.compareAndSet(
+   *   current.version,
+   *   current.entries.map((entry) => (entry.from === 16 ? { ...entry, state: 'switching' as const } : entry)),
+   * )
+   * ```
    */
   async compareAndSet(
     expected: bigint,
@@ -229,7 +257,16 @@ export class PostgresShardDirectory implements ShardDirectory {
     })
   }
 
-  /** Refuses further calls. The client stays open: end your pool yourself. */
+  /**
+   * Refuses further calls. The client stays open: end it yourself.
+   * @example
+   * ```ts
+   * import type { PostgresShardDirectory } from '@shardflake/postgres'
+   * declare const directory: PostgresShardDirectory
+   *
+   * await directory.close()
+   * ```
+   */
   async close(): Promise<void> {
     this.closed = true
     await this.connections.close()
