@@ -218,7 +218,7 @@ describe('any input to shard homes works or fails typed', () => {
         await attemptAsync(() => directory.compareAndSet(a as never, entries as never))
         await attemptAsync(() => directory.compareAndSet(1n, entries as never))
       }),
-      { numRuns: 300 },
+      { numRuns: 1000 },
     )
   })
 })

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   CancelledError,
   ConfigurationError,
+  checkDirectoryEntries,
   DirectoryChangedError,
   DirectoryStaleError,
   defineSharding,
@@ -323,5 +324,22 @@ describe('ShardHomes over a directory that changes', () => {
 describe('StaticDirectory', () => {
   it('takes only a ShardMap', () => {
     expect(() => new StaticDirectory([] as never)).toThrow(InvalidArgumentError)
+  })
+})
+
+describe('directory entries', () => {
+  it('refuses bounds that are not shard numbers, typed, however many entries there are', () => {
+    const entries = [
+      { from: 1n, to: 2, server: 'a', state: 'serving' },
+      { from: 3, to: 4, server: 'a', state: 'serving' },
+    ]
+    expect(() => checkDirectoryEntries(sharding, entries)).toThrow(ShardOutOfRangeError)
+    expect(
+      () =>
+        new ShardMap(sharding, [
+          { from: 3, to: 4, target: 'a' },
+          { from: '1' as never, to: 2, target: 'b' },
+        ]),
+    ).toThrow(ShardOutOfRangeError)
   })
 })
