@@ -376,7 +376,8 @@ export class ShardHomes<H> {
   async writeHome(shard: number, signal?: AbortSignal): Promise<WriteHome<H>> {
     this.sharding.checkShard(shard)
     checkSignal(signal)
-    const reading = await this.waitServing([shard], signal)
+    throwIfCancelled(signal, 'writeHome')
+    const reading = this.servingNow([shard]) ?? (await this.waitServing([shard], signal))
     const server = this.entryOf(reading, shard).server
     return { server, handle: this.handleOf(server) }
   }
@@ -411,7 +412,9 @@ export class ShardHomes<H> {
   ): Promise<Map<string, WriteGroup<H, T>>> {
     const shards = this.shardsOf(items, shardOf)
     checkSignal(signal)
-    const reading = await this.waitServing([...new Set(shards)], signal)
+    throwIfCancelled(signal, 'writeGroups')
+    const distinct = [...new Set(shards)]
+    const reading = this.servingNow(distinct) ?? (await this.waitServing(distinct, signal))
     const groups = new Map<string, WriteGroup<H, T>>()
     items.forEach((item, index) => {
       const server = this.entryOf(reading, shards[index]!).server
@@ -698,6 +701,16 @@ export class ShardHomes<H> {
     }
     if (this.isFresh(this.reading)) return this.reading
     throw this.staleError(this.reading)
+  }
+
+  /** The current reading when it is fresh and serves every one of `shards` (no wait needed). */
+  private servingNow(shards: readonly number[]): Reading | undefined {
+    const reading = this.reading
+    if (this.closed || !this.isFresh(reading)) return undefined
+    for (const shard of shards) {
+      if (this.entryOf(reading, shard).state !== 'serving') return undefined
+    }
+    return reading
   }
 
   /** Waits until every one of `shards` is `serving` in one fresh reading, up to `switchWaitMs`. */
