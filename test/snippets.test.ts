@@ -91,17 +91,28 @@ interface Home {
   readonly snippets: Snippet[]
 }
 
+/**
+ * READMEs with a recipe that uses sibling packages (core's shard homes on PostgreSQL servers):
+ * their blocks compile with the root README's, where those packages are installed. Their own
+ * package cannot depend on them (the siblings depend on it).
+ */
+const README_WITH_SIBLINGS = new Set(['packages/core'])
+
 function homes(): Home[] {
   const result: Home[] = []
+  const withSiblings: Snippet[] = []
   for (const group of ['packages', 'examples']) {
     for (const name of readdirSync(join(root, group))) {
       const dir = join(root, group, name)
       if (!existsSync(join(dir, 'package.json'))) continue
-      const snippets: Snippet[] = readmeSnippets(join(dir, 'README.md')).map((code, i) => ({
+      const readme: Snippet[] = readmeSnippets(join(dir, 'README.md')).map((code, i) => ({
         origin: `${group}/${name}/README.md #${i + 1}`,
         code,
         strict: true,
       }))
+      const elsewhere = README_WITH_SIBLINGS.has(`${group}/${name}`)
+      if (elsewhere) withSiblings.push(...readme)
+      const snippets: Snippet[] = elsewhere ? [] : readme
       for (const file of sourceFiles(join(dir, 'src'))) {
         const path = relative(root, file)
         if (OTHER_MAJOR.has(path)) continue
@@ -120,11 +131,14 @@ function homes(): Home[] {
   }
   result.push({
     dir: import.meta.dirname,
-    snippets: readmeSnippets(join(root, 'README.md')).map((code, i) => ({
-      origin: `README.md #${i + 1}`,
-      code,
-      strict: true,
-    })),
+    snippets: [
+      ...readmeSnippets(join(root, 'README.md')).map((code, i) => ({
+        origin: `README.md #${i + 1}`,
+        code,
+        strict: true,
+      })),
+      ...withSiblings,
+    ],
   })
   return result
 }

@@ -39,9 +39,18 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'core: a comment placed by the modulo of its post ID (not the shard inside it)',
     readme: 'packages/core/README.md',
+    variant: 'homes',
     replace: 'source.nextId(sharding.shardOfId(postId))',
     with: 'source.nextId(sharding.shardForKey(postId))',
     fails: /does not print 1341 1341/,
+  },
+  {
+    name: 'core: shard homes with every post written through server a',
+    readme: 'packages/core/README.md',
+    variant: 'homes',
+    replace: 'for (const [, { handle, items }] of groups) {',
+    with: 'for (const [, { items }] of groups) {\n  const handle = servers.a',
+    fails: /expected 1 posts on server a, found 3/,
   },
   {
     name: 'Prisma schema without its datasource: prisma generate fails',

@@ -161,12 +161,36 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/core/README.md',
     variants: {
-      default: variant({
-        resources: {},
-        env: () => ({}),
-        async check({ output }) {
+      // The quick start (no server), then the shard-homes recipe on three PostgreSQL databases
+      // standing for three servers.
+      homes: variant({
+        resources: { a: postgresDatabase(), b: postgresDatabase(), c: postgresDatabase() },
+        env: ({ a, b, c }) => ({ SERVER_A_URL: a.url, SERVER_B_URL: b.url, SERVER_C_URL: c.url }),
+        async check({ resources, output }) {
           ensure(/^1341 1341$/m.test(output), 'app.ts does not print 1341 1341')
           ensure(/shard: 1341/.test(output), 'the decomposed comment ID does not show shard 1341')
+          // One post on each server, the one whose shard the map gives to that server.
+          const homeOf = (shard: number) => (shard <= 20 ? 'a' : shard <= 41 ? 'b' : 'c')
+          const authors = { a: 7n, b: 1000n, c: 31341n }
+          for (const [name, database] of Object.entries(resources)) {
+            const posts = await database.query('SELECT id::text AS id, title FROM posts')
+            ensureCount(posts, 1, `posts on server ${name}`)
+            const author = authors[name as keyof typeof authors]
+            ensurePlaced(posts, () => shardOfKey(author, 64), `the post on server ${name}`)
+            ensure(homeOf(shardOfKey(author, 64)) === name, `server ${name} is not its post's home`)
+            ensure(posts[0]!.title === `hello from ${author}`, `server ${name} holds another post`)
+          }
+          const directory = await resources.a.query(
+            'SELECT version::text AS v FROM shardflake_directory',
+          )
+          ensure(directory[0]?.v === '1', 'server a holds no shard directory at version 1')
+          ensure(/^c hello from 31341$/m.test(output), 'homes.ts does not print c hello from 31341')
+          const feed = output.split('\n').find((line) => line.startsWith("[ 'hello from"))
+          ensure(
+            feed !== undefined &&
+              [7, 1000, 31341].every((author) => feed.includes(`'hello from ${author}'`)),
+            'homes.ts does not print the three posts of the feed',
+          )
         },
       }),
     },

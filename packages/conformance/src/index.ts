@@ -14,6 +14,19 @@ export {
 export { anyValue, mangledOptions, outcomeOf, watchUnhandled } from './fuzz'
 export { describeLeaseRegistry, type LeaseRegistrySuiteOptions } from './lease-registry-suite'
 export {
+  connectHomeServers,
+  type HomeServer,
+  type HomeServers,
+  type MisplacedRow,
+  shardBits,
+  startHomeServers,
+} from './homes/home-servers'
+export {
+  type DirectoryUnderTest,
+  describeShardHomes,
+  type ShardHomesSuiteOptions,
+} from './homes/homes-suite'
+export {
   describePlainIdAdapter,
   type PlainBlogThroughOrm,
   type PlainIdSuiteOptions,

@@ -74,6 +74,11 @@ export type ShardflakeErrorCode =
   | 'NO_FREE_LEASE'
   | 'SHARD_KEY_CHANGED'
   | 'MISPLACED_ID'
+  | 'SHARD_MOVING'
+  | 'WRONG_SERVER'
+  | 'FAN_OUT_FAILED'
+  | 'DIRECTORY_CHANGED'
+  | 'DIRECTORY_STALE'
 
 const RETRYABLE = new Set<ShardflakeErrorCode>([
   'CLOCK_MOVED_BACKWARDS',
@@ -85,6 +90,8 @@ const RETRYABLE = new Set<ShardflakeErrorCode>([
   'SOURCE_UNAVAILABLE',
   'LEASE_EXPIRED',
   'NO_FREE_LEASE',
+  'SHARD_MOVING',
+  'DIRECTORY_STALE',
 ])
 
 /** A layout definition is impossible (widths, epoch, time unit) or is used for something it cannot do. */
@@ -297,6 +304,158 @@ export class ShardKeyChangedError extends ShardflakeError {
  */
 export class MisplacedIdError extends ShardflakeError {
   static override readonly code = 'MISPLACED_ID'
+}
+
+/**
+ * A write to a logical shard that is being moved to another server: its home in the shard
+ * directory is `switching` (the old server is about to refuse writes) or `arriving` (the new
+ * server holds every row and takes writes once the move finishes). The router waited up to its
+ * `switchWaitMs` first. Nothing was written; retry shortly, the switch takes a few seconds.
+ * @example
+ * ```ts
+ * import { ShardMovingError, type ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * try {
+ *   await homes.writeHome(17)
+ * } catch (error) {
+ *   if (error instanceof ShardMovingError) {
+ *     // shard 17 is switching servers: answer 503 with Retry-After, or queue the write
+ *   }
+ * }
+ * ```
+ */
+export class ShardMovingError extends ShardflakeError {
+  static override readonly code = 'SHARD_MOVING'
+  readonly shard: number
+
+  constructor(shard: number, message: string, options?: ShardflakeErrorOptions) {
+    super(message, options)
+    this.shard = shard
+  }
+}
+
+/**
+ * A row was about to be written through a server that is not its logical shard's home in the
+ * shard directory (a handle used directly for a row of another server, or a row of another
+ * server inside a transaction pinned to one). Nothing was written: write it through the handle
+ * the router gives for its shard.
+ * @example
+ * ```ts
+ * import type { ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * homes.checkHome('a', 45) // throws WrongServerError when shard 45 lives on another server
+ * ```
+ */
+export class WrongServerError extends ShardflakeError {
+  static override readonly code = 'WRONG_SERVER'
+}
+
+/**
+ * One server of a fan-out that failed, as {@link FanOutError} reports it.
+ * @example
+ * ```ts
+ * import type { FanOutFailure } from '@shardflake/core'
+ *
+ * const failure: FanOutFailure = { server: 'b', shards: [21, 22], error: new Error('ECONNREFUSED') }
+ * ```
+ */
+export interface FanOutFailure {
+  /** The server's name. */
+  readonly server: string
+  /** The logical shards it was asked about. */
+  readonly shards: readonly number[]
+  /** What its query threw (the driver's or ORM's error as it is). */
+  readonly error: unknown
+}
+
+/**
+ * An explicit fan-out in which some servers failed. `results` holds the merged rows of the
+ * servers that answered (ordered and limited as asked), `failures` says which servers failed and
+ * why. Retryable when every failure is a retryable {@link ShardflakeError}.
+ * @example
+ * ```ts
+ * import { FanOutError, type ShardHomes } from '@shardflake/core'
+ * type Pool = { query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } // a pg.Pool
+ * declare const homes: ShardHomes<Pool>
+ *
+ * const query = async (pool: Pool) =>
+ *   (await pool.query('SELECT id::text AS id FROM posts ORDER BY id DESC LIMIT 20')).rows as { id: string }[]
+ * try {
+ *   await homes.fanOut(query, { orderBy: (row) => row.id, limit: 20 })
+ * } catch (error) {
+ *   if (error instanceof FanOutError) {
+ *     const partial = error.results // the newest 20 of the servers that answered
+ *     const down = error.failures.map((failure) => failure.server)
+ *   }
+ * }
+ * ```
+ */
+export class FanOutError<R = unknown> extends ShardflakeError {
+  static override readonly code = 'FAN_OUT_FAILED'
+  /** The rows of the servers that answered, merged as the fan-out asked. */
+  readonly results: readonly R[]
+  /** One entry per server that failed. */
+  readonly failures: readonly FanOutFailure[]
+
+  constructor(
+    message: string,
+    results: readonly R[],
+    failures: readonly FanOutFailure[],
+    options?: ShardflakeErrorOptions,
+  ) {
+    super(message, options)
+    this.results = results
+    this.failures = failures
+  }
+}
+
+/**
+ * A compare-and-set of the shard directory lost: its version is no longer the one the change was
+ * based on, because another process changed it first. Nothing was written. Read the directory
+ * again and decide anew; repeating the same call fails the same way.
+ * @example
+ * ```ts
+ * import { DirectoryChangedError, type ShardDirectory } from '@shardflake/core'
+ * declare const directory: ShardDirectory
+ *
+ * const current = await directory.read()
+ * try {
+ *   await directory.compareAndSet(current.version, current.entries)
+ * } catch (error) {
+ *   if (error instanceof DirectoryChangedError) {
+ *     // another process changed it first: read again and decide anew
+ *   }
+ * }
+ * ```
+ */
+export class DirectoryChangedError extends ShardflakeError {
+  static override readonly code = 'DIRECTORY_CHANGED'
+}
+
+/**
+ * The shard directory was last read longer ago than its `maxStaleMs` (the process was paused,
+ * or the directory could not be read), so routing now might send the call to a server that no
+ * longer holds the shard. Nothing was routed. A new read is under way: retry shortly. `cause`
+ * holds the last read's failure, if it failed.
+ * @example
+ * ```ts
+ * import { DirectoryStaleError, type ShardHomes } from '@shardflake/core'
+ * declare const homes: ShardHomes<unknown>
+ *
+ * let server: string
+ * try {
+ *   server = homes.serverOf(17)
+ * } catch (error) {
+ *   if (!(error instanceof DirectoryStaleError)) throw error
+ *   await homes.refresh() // read the directory again, then route
+ *   server = homes.serverOf(17)
+ * }
+ * ```
+ */
+export class DirectoryStaleError extends ShardflakeError {
+  static override readonly code = 'DIRECTORY_STALE'
 }
 
 /**

@@ -20,6 +20,7 @@ export {
   type FailoverOptions,
   type FailoverServer,
 } from './failover'
+export type { FanOutOptions, FanOutRun } from './fan-out'
 export {
   type AllocateOptions,
   allocateIds,
@@ -78,6 +79,26 @@ export {
 } from './prefetch-source'
 export { discord, instagram, presets, sonyflake, twitter } from './presets'
 export { RoutedSource } from './routed-source'
+export {
+  type CreatedDirectory,
+  checkDirectoryEntries,
+  checkExpectedVersion,
+  type DirectoryEntry,
+  type DirectorySnapshot,
+  directoryChanged,
+  HOMES_DEFAULTS,
+  type HomeState,
+  readMaxStaleMs,
+  type ShardDirectory,
+  StaticDirectory,
+  toDirectorySnapshot,
+} from './shard-directory'
+export {
+  ShardHomes,
+  type ShardHomesOptions,
+  type WriteGroup,
+  type WriteHome,
+} from './shard-homes'
 export {
   fnv1a32,
   hashShard,

@@ -35,11 +35,14 @@ export class ShardMap<T> {
    * @throws ShardOutOfRangeError for bounds outside the logical shards.
    */
   constructor(sharding: Sharding, ranges: readonly ShardRange<T>[]) {
+    // Bounds first: sorting compares them, and a bigint or a string would not compare as a shard.
+    for (const range of ranges) {
+      sharding.checkShard(range.from)
+      sharding.checkShard(range.to)
+    }
     const sorted = [...ranges].sort((a, b) => a.from - b.from)
     let previous: ShardRange<T> | undefined
     for (const range of sorted) {
-      sharding.checkShard(range.from)
-      sharding.checkShard(range.to)
       if (range.to < range.from) {
         throw new InvalidArgumentError(
           `Shard range ${range.from}-${range.to} ends before it starts.`,

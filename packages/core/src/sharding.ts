@@ -114,7 +114,7 @@ export class Sharding {
     if (!Number.isInteger(shard) || shard < 0 || shard >= this.logicalShards) {
       throw new ShardOutOfRangeError(
         shard,
-        `${what === 'Shard' ? 'Shard' : `${what} is on shard`} ${typeof shard === 'number' || typeof shard === 'string' ? shard : describeValue(shard)}, outside the ${this.logicalShards} logical shards (0 to ${this.logicalShards - 1}).`,
+        `${what === 'Shard' ? 'Shard' : `${what} is on shard`} ${describeValue(shard)}, outside the ${this.logicalShards} logical shards (0 to ${this.logicalShards - 1}).`,
       )
     }
     return shard

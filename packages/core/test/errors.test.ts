@@ -20,7 +20,12 @@ const leading: Record<string, unknown[]> = {
   InvalidIdentifierError: ['schema', 'bad name'],
   ClockMovedBackwardsError: [250, 100],
   ShardMovedError: [7, 'Shard 7 moved.'],
+  ShardMovingError: [7, 'Shard 7 is moving.'],
+  FanOutError: ['Server b failed.', [], []],
 }
+
+/** Classes whose code is not their name in capitals (the code says what happened to the call). */
+const NAMED_OTHERWISE: Record<string, string> = { FanOutError: 'FAN_OUT_FAILED' }
 
 const retryable = new Set([
   'CLOCK_MOVED_BACKWARDS',
@@ -30,9 +35,12 @@ const retryable = new Set([
   'TIMED_OUT',
   'LOCK_TIMEOUT',
   'SOURCE_UNAVAILABLE',
+  'SHARD_MOVING',
+  'DIRECTORY_STALE',
 ])
 
 const codeOf = (name: string) =>
+  NAMED_OTHERWISE[name] ??
   name
     .replace(/Error$/, '')
     .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
@@ -60,6 +68,11 @@ describe('errors', () => {
       'CancelledError',
       'LockTimeoutError',
       'SourceUnavailableError',
+      'ShardMovingError',
+      'WrongServerError',
+      'FanOutError',
+      'DirectoryChangedError',
+      'DirectoryStaleError',
     ]) {
       expect(names).toContain(name)
     }
@@ -80,9 +93,14 @@ describe('errors', () => {
       expect(error.message.length).toBeGreaterThan(0)
       if (retryable.has(error.code)) expect(error.retryable).toBe(true)
       if (
-        ['INVALID_ARGUMENT', 'CONFIGURATION', 'SHARDING_MISMATCH', 'INVALID_SHARD_RULE'].includes(
-          error.code,
-        )
+        [
+          'INVALID_ARGUMENT',
+          'CONFIGURATION',
+          'SHARDING_MISMATCH',
+          'INVALID_SHARD_RULE',
+          'WRONG_SERVER',
+          'DIRECTORY_CHANGED',
+        ].includes(error.code)
       ) {
         expect(error.retryable).toBe(false)
       }
@@ -100,6 +118,11 @@ describe('errors', () => {
     expect(new Set(codes).size).toBe(classes.length)
     expect(new core.ShardOutOfRangeError(9, 'nine').shard).toBe(9)
     expect(new core.ShardMovedError(7, 'moved').shard).toBe(7)
+    expect(new core.ShardMovingError(7, 'moving').shard).toBe(7)
+    const failure = { server: 'b', shards: [3], error: new Error('down') }
+    const fanOut = new core.FanOutError('b failed', ['row'], [failure])
+    expect(fanOut.results).toEqual(['row'])
+    expect(fanOut.failures).toEqual([failure])
   })
 
   it('ShardOverloadedError is retryable and not a clock fault', () => {

@@ -26,6 +26,10 @@ export {
   setDefaultSql,
   shardSchemaName,
 } from './names'
+export {
+  PostgresShardDirectory,
+  type PostgresShardDirectoryOptions,
+} from './shard-directory'
 export { PostgresSource, type PostgresSourceOptions } from './source'
 export {
   commonSql,

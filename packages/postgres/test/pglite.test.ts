@@ -1,10 +1,19 @@
 import { PGlite } from '@electric-sql/pglite'
-import { defineLayout, defineSharding, instagram, ShardingMismatchError } from '@shardflake/core'
+import {
+  DirectoryChangedError,
+  defineLayout,
+  defineSharding,
+  instagram,
+  ShardHomes,
+  ShardingMismatchError,
+  ShardMap,
+} from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   defaultClause,
   installPostgres,
   movePostgresShards,
+  PostgresShardDirectory,
   PostgresSource,
   postgresSql,
 } from '../src/index'
@@ -86,5 +95,25 @@ describe('PGlite', () => {
     } finally {
       await other.close()
     }
+  })
+
+  it('holds a shard directory', async () => {
+    const directory = new PostgresShardDirectory(db, { sharding, schema: 'homes' })
+    const map = new ShardMap(sharding, [
+      { from: 0, to: 31, target: 'a' },
+      { from: 32, to: 63, target: 'b' },
+    ])
+    expect((await directory.create(map)).created).toBe(true)
+    expect((await directory.create(map)).created).toBe(false)
+    const homes = await ShardHomes.open({ sharding, servers: { a: 1, b: 2 }, directory })
+    const moved = await directory.compareAndSet(1n, [
+      { from: 0, to: 63, server: 'b', state: 'serving' },
+    ])
+    await expect(directory.compareAndSet(1n, moved.entries)).rejects.toBeInstanceOf(
+      DirectoryChangedError,
+    )
+    await homes.refresh()
+    expect(homes.forShard(3)).toBe(2)
+    await homes.close()
   })
 })
