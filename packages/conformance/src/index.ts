@@ -12,7 +12,6 @@ export {
   type RawDatabase,
 } from './databases'
 export { anyValue, mangledOptions, outcomeOf, watchUnhandled } from './fuzz'
-export { describeLeaseRegistry, type LeaseRegistrySuiteOptions } from './lease-registry-suite'
 export {
   connectHomeServers,
   type HomeServer,
@@ -26,6 +25,7 @@ export {
   describeShardHomes,
   type ShardHomesSuiteOptions,
 } from './homes/homes-suite'
+export { describeLeaseRegistry, type LeaseRegistrySuiteOptions } from './lease-registry-suite'
 export {
   describePlainIdAdapter,
   type PlainBlogThroughOrm,
