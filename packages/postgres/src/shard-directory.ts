@@ -97,7 +97,7 @@ export class PostgresShardDirectory implements ShardDirectory {
   private readonly name: string
   private readonly maxStaleMs: number | undefined
   private readonly timeoutMs: number
-  private readonly connections = new Connections()
+  private readonly connections: Connections
   private closed = false
 
   /**
@@ -122,6 +122,7 @@ export class PostgresShardDirectory implements ShardDirectory {
     this.maxStaleMs =
       options.maxStaleMs === undefined ? undefined : readMaxStaleMs(options.maxStaleMs)
     this.timeoutMs = readSourceDuration('timeoutMs', options.timeoutMs, { min: 1 })
+    this.connections = new Connections(this.timeoutMs)
   }
 
   /**
