@@ -1,3 +1,4 @@
+export { trustSuppliedIds } from '@shardflake/core'
 export { PendingId } from './pending-id'
 export type { ShardedId } from './sharded-id'
 export {
@@ -8,5 +9,4 @@ export {
   type ShardedTables,
   shardedIds,
 } from './sharded-ids'
-export { trustSuppliedIds } from './supplied-ids'
 export type { ShardedTable } from './tables'

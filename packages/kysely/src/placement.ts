@@ -1,5 +1,11 @@
-import { MissingShardKeyError, type Sharding, type ShardRule, toSigned64 } from '@shardflake/core'
-import { checkKeyChange, checkSuppliedId } from './supplied-ids'
+import {
+  checkKeyChange,
+  checkSuppliedId,
+  MissingShardKeyError,
+  type Sharding,
+  type ShardRule,
+  toSigned64,
+} from '@shardflake/core'
 import type { TableSpec } from './tables'
 
 /** A column given as SQL (a reference, a subquery, `sql\`...\``): its value is not known before the query runs. */

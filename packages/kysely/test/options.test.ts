@@ -9,8 +9,8 @@ import {
   type IdSource,
   InProcessSource,
   InvalidArgumentError,
-  InvalidIdError,
   InvalidShardRuleError,
+  MisplacedIdError,
   MissingShardKeyError,
   ShardOutOfRangeError,
 } from '@shardflake/core'
@@ -117,7 +117,7 @@ describe('assign()', () => {
       )
       await expect(
         ids.assign('posts', [{ author_id: a }, { author_id: a, id: misplaced }]),
-      ).rejects.toThrow(InvalidIdError)
+      ).rejects.toThrow(MisplacedIdError)
       // (a table name TypeScript would refuse, as from JavaScript)
       const undeclared: string = 'comments'
       await expect(ids.assign(undeclared, [{ post_id: a }])).rejects.toThrow(InvalidArgumentError)

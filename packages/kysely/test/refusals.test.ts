@@ -8,6 +8,7 @@ import {
   InProcessSource,
   InvalidArgumentError,
   InvalidIdError,
+  MisplacedIdError,
   MissingShardKeyError,
   UnsafeNumberError,
 } from '@shardflake/core'
@@ -155,7 +156,7 @@ for (const dialect of ['postgres', 'mysql'] as const) {
                 { author_id: author, title: 'misplaced', id: misplaced },
               ])
               .execute(),
-          InvalidIdError,
+          MisplacedIdError,
         )
         expect(error.message).toContain(`shard ${wrongShard}`)
         expect(error.message).toContain('trustSuppliedIds')
