@@ -76,6 +76,20 @@ export const MUTANTS: readonly Mutant[] = [
     fails: /relation "user" does not exist/,
   },
   {
+    name: 'Kysely posts on a fixed shard: the check finds them off their author',
+    readme: 'packages/kysely/README.md',
+    replace: "posts: { sameShardAs: 'author_id' }, // on its author's shard",
+    with: "posts: { shard: 7 }, // on its author's shard",
+    fails: /post \d+ is on shard 7, but belongs on shard 18/,
+  },
+  {
+    name: 'Kysely without the plugin: the key column stays empty',
+    readme: 'packages/kysely/README.md',
+    replace: '  plugins: [ids],\n',
+    with: '',
+    fails: /null value in column "id"/,
+  },
+  {
     name: 'PostgreSQL: the routed insert without its table',
     readme: 'packages/postgres/README.md',
     replace: '`CREATE TABLE IF NOT EXISTS shard_',

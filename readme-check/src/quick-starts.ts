@@ -121,6 +121,30 @@ export const QUICK_STARTS: readonly QuickStart[] = [
     },
   },
   {
+    readme: 'packages/kysely/README.md',
+    variants: {
+      default: variant({
+        resources: { app: postgresDatabase() },
+        env: ({ app }) => ({ DATABASE_URL: app.url }),
+        async check({ resources: { app }, output }) {
+          const users = await app.query('SELECT id::text AS id, email FROM users')
+          ensureCount(users, 1, 'users')
+          ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
+          const posts = await app.query(
+            'SELECT id::text AS id, author_id::text AS parent FROM posts',
+          )
+          ensureCount(posts, 1, 'posts')
+          ensurePlaced(posts, (p) => shardOfId(p.parent), 'post')
+          const shard = shardOfKey('ada@example.com', 64)
+          ensure(
+            new RegExp(`^${shard} ${shard}$`, 'm').test(output),
+            `the quick start does not print ${shard} ${shard}`,
+          )
+        },
+      }),
+    },
+  },
+  {
     readme: 'README.md',
     variants: {
       default: variant({
