@@ -68,6 +68,8 @@ export class Placement {
    * Checks an ID the caller gave a new row: an exact 64-bit integer, on the shard the rule gives
    * when the rule can be evaluated (a row whose key is missing keeps the ID it was given).
    * @returns the ID as the signed 64-bit value a BIGINT column stores
+   * @throws InvalidIdError, UnsafeNumberError for a value that is not an exact 64-bit integer
+   * @throws MisplacedIdError when it is on another shard (outside `trustSuppliedIds`)
    */
   checkId(row: RowValues, id: unknown): bigint {
     return toSigned64(checkSuppliedId(this.sharding, id, this.ruleShard(row), this.spec.label))

@@ -53,16 +53,6 @@ export function blogIds(source: IdSource): ShardedIdsPlugin<BlogDatabase> {
 }
 
 /**
- * What the blog offers besides the suite's interface of this version: a caller's ID for a keyed
- * row, and an upsert of a keyed row by its ID (the cases the suite checks for every adapter).
- */
-export interface KyselyBlog extends BlogThroughOrm {
-  createKeyed(shardKey: string | undefined, id?: OrmId | number): Promise<OrmId>
-  /** `INSERT ... ON CONFLICT (id) DO UPDATE` / `ON DUPLICATE KEY UPDATE` setting the key. */
-  upsertKeyed(id: OrmId, shardKey: string): Promise<void>
-}
-
-/**
  * The blog on Kysely. `wrapDialect: false` runs the plugin alone (synchronous sources only), as
  * on a Kysely instance made elsewhere: `db.withPlugin(ids)`.
  */
@@ -70,7 +60,7 @@ export async function kyselyBlog(
   dialect: Dialect,
   { source, raw }: { source: IdSource; raw: { url: string } },
   { wrapDialect = true } = {},
-): Promise<KyselyBlog> {
+): Promise<BlogThroughOrm> {
   const ids = blogIds(source)
   const db = wrapDialect
     ? new Kysely<BlogDatabase>({
@@ -118,7 +108,7 @@ export async function kyselyBlog(
     return assigned.map((row) => String(row.id))
   }
 
-  const blog: KyselyBlog = {
+  const blog: BlogThroughOrm = {
     idType: 'string',
     createAuthor: (email) => insertOne(db, 'authors', { email }),
     createPost: ({ authorId, title, id }) =>
