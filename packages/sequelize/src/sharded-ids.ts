@@ -140,6 +140,31 @@ export class ShardedIds {
     sequelize.addHook('beforeUpsert', 'shardflake', (values, options) =>
       this.checkUpsert(values, options as UpsertOptions),
     )
+    sequelize.addHook('beforeUpdate', 'shardflake', (instance, options) =>
+      this.checkSave(instance, options as WriteOptions),
+    )
+  }
+
+  /**
+   * `beforeUpdate` (`instance.save()` / `instance.update()` of a stored row, association setters
+   * such as `post.setAuthor()`): a changed shard key or parent must give the shard of the row's ID.
+   */
+  private checkSave(instance: Model, options: WriteOptions): void {
+    const model = instance.constructor as AnyModel
+    const key = this.keyOf(model)
+    const sharding = this.source.sharding
+    if (!key || !sharding || suppliedIdsTrusted()) return
+    const changed = instance.changed()
+    if (!changed) return
+    const fields = Array.isArray(options.fields)
+      ? changed.filter((field) => options.fields!.includes(field))
+      : changed
+    if (!readsRule(model, key, fields)) return
+    const id: unknown = instance.get(key.attribute)
+    if (id === undefined || id === null) return
+    const nodes = collectNodes([instance], this.keyOf)
+    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(nodes.get(instance)!)
+    checkKeyChange(sharding, id, ruleShard, `${describeRow(model, key)}, saved`)
   }
 
   /**

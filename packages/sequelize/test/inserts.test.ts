@@ -51,6 +51,13 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
         if (expectedShard(key, 64) !== shard) return key
       }
     }
+    /** The first of `prefix-0@example.com`, `prefix-1@...` on `shard`. */
+    const sameKey = (prefix: string, shard: number) => {
+      for (let i = 0; ; i++) {
+        const key = `${prefix}-${i}@example.com`
+        if (expectedShard(key, 64) === shard) return key
+      }
+    }
 
     beforeAll(async () => {
       raw = await freshDatabase(dialect, `sf_sqlz_inserts_${dialect.slice(0, 2)}`)
@@ -257,6 +264,49 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
         { email: elsewhere },
       ])
       await rows(`DELETE FROM members WHERE id = ${fresh}`)
+    })
+
+    it("refuses a save() that moves a stored row's key or parent to another shard with ShardKeyChangedError; same shard, other fields and trustSuppliedIds pass", async () => {
+      const author = await blog.Author.create({ email: 'saved@example.com' })
+      const authorShard = shardOf(author.get('id'))
+      const moved = otherKey('saved-elsewhere', authorShard)
+      author.set('email', moved)
+      const refused = await author.save().catch((error: unknown) => error)
+      expect(findError(refused, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      expect(await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`)).toEqual(
+        [{ email: 'saved@example.com' }],
+      )
+      const refusedUpdate = await author
+        .update({ email: moved })
+        .catch((error: unknown) => error)
+      expect(findError(refusedUpdate, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      // A parent on another shard, through the association's setter.
+      const post = await blog.Post.create({ title: 'stays', authorId: author.get('id') })
+      const other = await blog.Author.create({ email: moved })
+      expect(shardOf(other.get('id'))).not.toBe(authorShard)
+      const setAuthor: unknown = Reflect.get(post, 'setAuthor')
+      if (typeof setAuthor !== 'function') throw new Error('Post has no setAuthor()')
+      const refusedParent = await Promise.resolve(setAuthor.call(post, other)).catch(
+        (error: unknown) => error,
+      )
+      expect(findError(refusedParent, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      expect(
+        await rows(`SELECT author_id FROM posts WHERE id = ${String(post.get('id'))}`),
+      ).toEqual([{ author_id: String(author.get('id')) }])
+      // Other fields, and keys on the same shard, are saved.
+      await post.reload()
+      await post.update({ title: 'renamed' })
+      const same = await blog.Author.create({ email: sameKey('saved-same', authorShard) })
+      await post.update({ authorId: same.get('id') })
+      expect(await rows(`SELECT title FROM posts WHERE id = ${String(post.get('id'))}`)).toEqual([
+        { title: 'renamed' },
+      ])
+      // Imports may.
+      await author.reload()
+      await trustSuppliedIds(() => author.update({ email: 'saved-moved@example.com' }))
+      expect(await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`)).toEqual(
+        [{ email: 'saved-moved@example.com' }],
+      )
     })
 
     it('keeps the stored key on a bulkCreate that updates on duplicate; PostgreSQL hands it back, MariaDB leaves the new one on the instance', async () => {
