@@ -163,7 +163,9 @@ export class ShardedIds {
     const id: unknown = instance.get(key.attribute)
     if (id === undefined || id === null) return
     const nodes = collectNodes([instance], this.keyOf)
-    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(nodes.get(instance)!)
+    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(
+      nodes.get(instance)!,
+    )
     checkKeyChange(sharding, id, ruleShard, `${describeRow(model, key)}, saved`)
   }
 
@@ -189,7 +191,9 @@ export class ShardedIds {
     const id = toBigInt(value, `The ID of ${row}`)
     if (!sharding || suppliedIdsTrusted()) return
     const nodes = collectNodes([instance], this.keyOf)
-    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(nodes.get(instance)!)
+    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(
+      nodes.get(instance)!,
+    )
     if (ruleShard === undefined || ruleShard === sharding.layout.shardOf(id)) return
     const fields = options.fields?.map(String)
     if (!fields || readsRule(model, key, fields)) {

@@ -273,13 +273,16 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
       author.set('email', moved)
       const refused = await author.save().catch((error: unknown) => error)
       expect(findError(refused, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
-      expect(await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`)).toEqual(
-        [{ email: 'saved@example.com' }],
-      )
-      const refusedUpdate = await author
-        .update({ email: moved })
-        .catch((error: unknown) => error)
+      expect(
+        await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`),
+      ).toEqual([{ email: 'saved@example.com' }])
+      const refusedUpdate = await author.update({ email: moved }).catch((error: unknown) => error)
       expect(findError(refusedUpdate, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      const refusedBulk = await blog.Author.update(
+        { email: moved },
+        { where: { id: author.get('id') as string }, individualHooks: true },
+      ).catch((error: unknown) => error)
+      expect(findError(refusedBulk, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
       // A parent on another shard, through the association's setter.
       const post = await blog.Post.create({ title: 'stays', authorId: author.get('id') })
       const other = await blog.Author.create({ email: moved })
@@ -304,9 +307,9 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
       // Imports may.
       await author.reload()
       await trustSuppliedIds(() => author.update({ email: 'saved-moved@example.com' }))
-      expect(await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`)).toEqual(
-        [{ email: 'saved-moved@example.com' }],
-      )
+      expect(
+        await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`),
+      ).toEqual([{ email: 'saved-moved@example.com' }])
     })
 
     it('keeps the stored key on a bulkCreate that updates on duplicate; PostgreSQL hands it back, MariaDB leaves the new one on the instance', async () => {
