@@ -375,8 +375,12 @@ function includeKey(options: WriteOptions, attribute: string): void {
  *   that `sameShardAs` their parent land on its shard.
  * - A synchronous source (`InProcessSource`, `LeasedSource`) costs no round trip; any other is
  *   awaited (Sequelize awaits its hooks).
- * - An ID the caller set is kept (checked to be a 64-bit integer, stored as a decimal string).
+ * - An ID the caller set is kept when it is on the shard of the row's rule (a 64-bit integer,
+ *   stored as a decimal string); on another shard it is a `MisplacedIdError`, unless the create
+ *   runs inside `trustSuppliedIds(() => ...)` (imports).
  * - A missing shard key or parent is a `MissingShardKeyError`, before anything is written.
+ * - `save()` / `update()` of a stored row, and `upsert()`, that would put its key or parent on
+ *   another shard than its ID's: `ShardKeyChangedError` (outside `trustSuppliedIds`).
  *
  * Checked when a model is defined, when the application syncs, and before a model's first write:
  * the key is the model's single `BIGINT` primary key, not generated, without `defaultValue`;
