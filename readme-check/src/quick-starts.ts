@@ -57,6 +57,40 @@ async function prismaBlog(database: SqlDatabase, output: string): Promise<void> 
   )
 }
 
+/**
+ * The Sequelize quick start's rows (tables `Users`, `Posts`, `Comments`, as Sequelize names its
+ * models' tables): the user on the shard of its email, the post on its author's, the comment on
+ * the post's (64 logical shards).
+ */
+async function sequelizeBlog(database: SqlDatabase, output: string): Promise<void> {
+  const sql =
+    database.kind === 'postgres'
+      ? {
+          users: 'SELECT id::text AS id, email FROM "Users"',
+          posts: 'SELECT id::text AS id, "authorId"::text AS parent FROM "Posts"',
+          comments: 'SELECT id::text AS id, "postId"::text AS parent FROM "Comments"',
+        }
+      : {
+          users: 'SELECT id, email FROM `Users`',
+          posts: 'SELECT id, authorId AS parent FROM `Posts`',
+          comments: 'SELECT id, postId AS parent FROM `Comments`',
+        }
+  const users = await database.query(sql.users)
+  ensureCount(users, 1, 'users')
+  ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
+  const posts = await database.query(sql.posts)
+  ensureCount(posts, 1, 'posts')
+  ensurePlaced(posts, (p) => shardOfId(p.parent), 'post')
+  const comments = await database.query(sql.comments)
+  ensureCount(comments, 1, 'comments')
+  ensurePlaced(comments, (c) => shardOfId(c.parent), 'comment')
+  const shard = shardOfKey('ada@example.com', 64)
+  ensure(
+    output.includes(`[ ${shard}, ${shard}, ${shard} ]`),
+    `the quick start does not print [ ${shard}, ${shard}, ${shard} ]`,
+  )
+}
+
 /** What the README tells an offline reader to set for `prisma generate`. */
 const PRISMA_OFFLINE = { PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false' }
 
@@ -141,6 +175,21 @@ export const QUICK_STARTS: readonly QuickStart[] = [
             `the quick start does not print ${shard} ${shard}`,
           )
         },
+      }),
+    },
+  },
+  {
+    readme: 'packages/sequelize/README.md',
+    variants: {
+      postgres: variant({
+        resources: { app: postgresDatabase() },
+        env: ({ app }) => ({ DATABASE_URL: app.url }),
+        check: ({ resources: { app }, output }) => sequelizeBlog(app, output),
+      }),
+      mariadb: variant({
+        resources: { app: mariadbDatabase() },
+        env: ({ app }) => ({ DATABASE_URL: app.url }),
+        check: ({ resources: { app }, output }) => sequelizeBlog(app, output),
       }),
     },
   },

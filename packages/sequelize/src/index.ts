@@ -1,3 +1,4 @@
+export { trustSuppliedIds } from '@shardflake/core'
 export {
   type ShardedIdAttribute,
   type ShardedIdRule,

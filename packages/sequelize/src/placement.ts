@@ -108,8 +108,28 @@ export class Placement {
    */
   shardOf(node: Node): number {
     if (node.shard !== undefined) return node.shard
-    const sharding = this.sharding
-    if (!sharding) return 0 // plain IDs (ticket servers): no shard field
+    if (!this.sharding) return 0 // plain IDs (ticket servers): no shard field
+    node.shard = this.evaluate(node)
+    return node.shard
+  }
+
+  /**
+   * The shard `node`'s rule gives as the instance is now, whatever ID it has, or `undefined` when
+   * its key or parent is not set (or the IDs carry no shard).
+   */
+  ruleShard(node: Node): number | undefined {
+    if (!this.sharding) return undefined
+    try {
+      return this.evaluate(node)
+    } catch (error) {
+      if (error instanceof MissingShardKeyError) return undefined
+      throw error
+    }
+  }
+
+  /** Applies `node`'s rule. */
+  private evaluate(node: Node): number {
+    const sharding = this.sharding!
     const name = node.model.name
     if (node.resolving) {
       throw new MissingShardKeyError(
@@ -119,17 +139,14 @@ export class Placement {
     const rule = node.key!.spec.rule
     node.resolving = true
     try {
-      if ('sameShardAs' in rule) {
-        node.shard = this.parentShard(node, rule.sameShardAs)
-      } else if ('shardBy' in rule && typeof rule.shardBy === 'string') {
+      if ('sameShardAs' in rule) return this.parentShard(node, rule.sameShardAs)
+      if ('shardBy' in rule && typeof rule.shardBy === 'string') {
         // Through get(): an attribute, a VIRTUAL attribute or a getter, whatever class fields shadow.
         const field = rule.shardBy
         const view = { [field]: node.instance.get(field) }
-        node.shard = sharding.resolveShard(rule as ShardRule<typeof view>, view, name)
-      } else {
-        node.shard = sharding.resolveShard(rule as ShardRule<Model>, node.instance, name)
+        return sharding.resolveShard(rule as ShardRule<typeof view>, view, name)
       }
-      return node.shard
+      return sharding.resolveShard(rule as ShardRule<Model>, node.instance, name)
     } finally {
       node.resolving = false
     }

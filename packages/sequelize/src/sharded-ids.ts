@@ -1,12 +1,17 @@
 import {
   allocateIds,
   ConfigurationError,
+  checkKeyChange,
   checkKnownOptions,
+  checkSuppliedId,
+  describeShardRule,
   type IdSource,
   InvalidArgumentError,
   MissingShardKeyError,
   ShardConflictError,
   ShardKeyChangedError,
+  type ShardRule,
+  suppliedIdsTrusted,
   toBigInt,
   toSigned64,
 } from '@shardflake/core'
@@ -31,6 +36,14 @@ export interface ShardedIdsOptions {
    * with its `sharding` (the application's `defineSharding({ layout, logicalShards })`).
    */
   readonly source: IdSource
+}
+
+/** The options `Model.upsert()` hands its `beforeUpsert` hooks. */
+interface UpsertOptions {
+  model?: AnyModel
+  instance?: Model
+  fields?: PropertyKey[]
+  transaction?: Transaction | null
 }
 
 /** The options of a create that Sequelize hands its hooks and later reads. */
@@ -124,17 +137,76 @@ export class ShardedIds {
     sequelize.addHook('beforeBulkCreate', 'shardflake', (instances, options) =>
       this.write(instances, options),
     )
-    sequelize.addHook('beforeUpsert', 'shardflake', (values, options) => {
-      const model = (options as { model?: AnyModel }).model
-      const key = model && this.keyOf(model)
-      if (!model || !key) return
-      const value: unknown = Reflect.get(values, key.attribute)
-      if (value === undefined || value === null) {
-        throw new InvalidArgumentError(
-          `${model.name}.upsert() without ${key.attribute}: Sequelize builds an upsert's INSERT before any hook runs, so it cannot get a sharded ID there. Give the row its ID first with assign() on what shardedIds() returned (await ids.assign(${model.name}, [values])), and pass fields without '${key.attribute}' so that an update never rewrites a stored key.`,
-        )
-      }
+    sequelize.addHook('beforeUpsert', 'shardflake', (values, options) =>
+      this.checkUpsert(values, options as UpsertOptions),
+    )
+    sequelize.addHook('beforeUpdate', 'shardflake', (instance, options) =>
+      this.checkSave(instance, options as WriteOptions),
+    )
+  }
+
+  /**
+   * `beforeUpdate` (`instance.save()` / `instance.update()` of a stored row, association setters
+   * such as `post.setAuthor()`): a changed shard key or parent must give the shard of the row's ID.
+   */
+  private checkSave(instance: Model, options: WriteOptions): void {
+    const model = instance.constructor as AnyModel
+    const key = this.keyOf(model)
+    const sharding = this.source.sharding
+    if (!key || !sharding || suppliedIdsTrusted()) return
+    const changed = instance.changed()
+    if (!changed) return
+    const fields = Array.isArray(options.fields)
+      ? changed.filter((field) => options.fields!.includes(field))
+      : changed
+    if (!readsRule(model, key, fields)) return
+    const id: unknown = instance.get(key.attribute)
+    if (id === undefined || id === null) return
+    const nodes = collectNodes([instance], this.keyOf)
+    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(
+      nodes.get(instance)!,
+    )
+    checkKeyChange(sharding, id, ruleShard, `${describeRow(model, key)}, saved`)
+  }
+
+  /**
+   * `beforeUpsert`: Sequelize has built the INSERT and the UPDATE by now, so the row must carry
+   * its ID, and the ID must stay on the shard of the row's rule: against the UPDATE when it writes
+   * a field the rule reads (a stored row's ID never changes shard), against the INSERT otherwise
+   * (only a new row would take the key).
+   */
+  private async checkUpsert(values: object, options: UpsertOptions): Promise<void> {
+    const { model, instance } = options
+    const key = model && this.keyOf(model)
+    if (!model || !key || !instance) return
+    this.checkModel(model)
+    const value: unknown = Reflect.get(values, key.attribute)
+    if (value === undefined || value === null) {
+      throw new InvalidArgumentError(
+        `${model.name}.upsert() without ${key.attribute}: Sequelize builds an upsert's INSERT before any hook runs, so it cannot get a sharded ID there. Give the row its ID first with assign() on what shardedIds() returned (await ids.assign(${model.name}, [values])), and pass fields without '${key.attribute}' so that an update never rewrites a stored key.`,
+      )
+    }
+    const sharding = this.source.sharding
+    const row = describeRow(model, key)
+    const id = toBigInt(value, `The ID of ${row}`)
+    if (!sharding || suppliedIdsTrusted()) return
+    const nodes = collectNodes([instance], this.keyOf)
+    const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(
+      nodes.get(instance)!,
+    )
+    if (ruleShard === undefined || ruleShard === sharding.layout.shardOf(id)) return
+    const fields = options.fields?.map(String)
+    if (!fields || readsRule(model, key, fields)) {
+      checkKeyChange(sharding, id, ruleShard, `${row}, by upsert()`)
+      return
+    }
+    // The UPDATE leaves the stored key alone: only a new row would take the mismatched key.
+    const stored = await model.count({
+      where: { [key.attribute]: toSigned64(id).toString() },
+      transaction: options.transaction ?? null,
+      logging: false,
     })
+    if (stored === 0) checkSuppliedId(sharding, id, ruleShard, `${row}, by upsert()`)
   }
 
   private checkDefined(model: AnyModel): void {
@@ -198,7 +270,13 @@ export class ShardedIds {
       }
       const issued = this.#issued.get(instance)
       if (issued === undefined) {
-        const id = toBigInt(current, `${node.model.name}.${key.attribute}`)
+        // The caller's ID: on the shard of the row's rule, unless inside trustSuppliedIds.
+        const id = checkSuppliedId(
+          this.source.sharding,
+          current,
+          placement.ruleShard(node),
+          describeRow(node.model, key),
+        )
         instance.setDataValue(key.attribute, toSigned64(id).toString())
         continue
       }
@@ -261,6 +339,21 @@ export class ShardedIds {
   }
 }
 
+/** A model's row and its rule, for messages: `Post (sameShardAs 'author')`. */
+function describeRow(model: AnyModel, key: ShardedKey): string {
+  return `${model.name} (${describeShardRule(key.spec.rule as ShardRule<never>)})`
+}
+
+/** True when writing `fields` can change the shard `key`'s rule gives. */
+function readsRule(model: AnyModel, key: ShardedKey, fields: readonly string[]): boolean {
+  const { rule } = key.spec
+  if ('shard' in rule) return false
+  const field = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
+  if (typeof field !== 'string') return true // a function may read anything
+  const association = model.associations[field]
+  return fields.includes(field) || (!!association && fields.includes(association.foreignKey))
+}
+
 /** Makes sure the INSERT of a create lists the key (a caller may have passed `fields`). */
 function includeKey(options: WriteOptions, attribute: string): void {
   if (Array.isArray(options.fields) && !options.fields.includes(attribute)) {
@@ -282,8 +375,12 @@ function includeKey(options: WriteOptions, attribute: string): void {
  *   that `sameShardAs` their parent land on its shard.
  * - A synchronous source (`InProcessSource`, `LeasedSource`) costs no round trip; any other is
  *   awaited (Sequelize awaits its hooks).
- * - An ID the caller set is kept (checked to be a 64-bit integer, stored as a decimal string).
+ * - An ID the caller set is kept when it is on the shard of the row's rule (a 64-bit integer,
+ *   stored as a decimal string); on another shard it is a `MisplacedIdError`, unless the create
+ *   runs inside `trustSuppliedIds(() => ...)` (imports).
  * - A missing shard key or parent is a `MissingShardKeyError`, before anything is written.
+ * - `save()` / `update()` of a stored row, and `upsert()`, that would put its key or parent on
+ *   another shard than its ID's: `ShardKeyChangedError` (outside `trustSuppliedIds`).
  *
  * Checked when a model is defined, when the application syncs, and before a model's first write:
  * the key is the model's single `BIGINT` primary key, not generated, without `defaultValue`;

@@ -18,8 +18,10 @@ import {
   InProcessSource,
   InvalidArgumentError,
   InvalidIdError,
+  MisplacedIdError,
   MissingShardKeyError,
   ShardKeyChangedError,
+  trustSuppliedIds,
   UnsafeNumberError,
 } from '@shardflake/core'
 import { DataTypes, type Model, type ModelStatic, type Sequelize } from 'sequelize'
@@ -42,6 +44,20 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
     let extra: ReturnType<typeof defineExtra>
     const shardOf = (id: unknown) => sharding.shardOfId(String(id))
     const rows = (sql: string) => raw.query(sql)
+    /** The first of `prefix-0@example.com`, `prefix-1@...` whose shard is not `shard`. */
+    const otherKey = (prefix: string, shard: number) => {
+      for (let i = 0; ; i++) {
+        const key = `${prefix}-${i}@example.com`
+        if (expectedShard(key, 64) !== shard) return key
+      }
+    }
+    /** The first of `prefix-0@example.com`, `prefix-1@...` on `shard`. */
+    const sameKey = (prefix: string, shard: number) => {
+      for (let i = 0; ; i++) {
+        const key = `${prefix}-${i}@example.com`
+        if (expectedShard(key, 64) === shard) return key
+      }
+    }
 
     beforeAll(async () => {
       raw = await freshDatabase(dialect, `sf_sqlz_inserts_${dialect.slice(0, 2)}`)
@@ -212,6 +228,88 @@ for (const dialect of ['postgres', 'mysql'] as const satisfies Dialect[]) {
       expect(String(stored[0]?.id)).toBe(first[0]!.id)
       expect(stored[0]?.name).toBe('Ada L.')
       expect(shardOf(stored[0]?.id)).toBe(expectedShard('member@example.com', 64))
+    })
+
+    it("checks an upsert whose update leaves the key alone against its insert only: a stored row's other fields are updated, a new row's ID must be on its key's shard", async () => {
+      const [member] = await ids.assign(extra.Member, [{ email: 'keep@example.com', name: 'one' }])
+      await extra.Member.upsert(member!)
+      const elsewhere = otherKey('keep-elsewhere', shardOf(member!.id))
+      // The UPDATE writes only the name: the stored email, and so the row's shard, stay.
+      await extra.Member.upsert(
+        { id: member!.id, email: elsewhere, name: 'two' },
+        { fields: ['name'] },
+      )
+      const stored = await rows(`SELECT email, name FROM members WHERE id = ${String(member!.id)}`)
+      expect(stored).toEqual([{ email: 'keep@example.com', name: 'two' }])
+      // No stored row: the INSERT would put a new row's key on another shard than its ID.
+      const fresh = sharding.layout.compose({
+        timestamp: Date.now() - 86_400_000,
+        shard: shardOf(member!.id),
+        sequence: 31,
+      })
+      const refused = await extra.Member.upsert(
+        { id: fresh.toString(), email: elsewhere, name: 'three' },
+        { fields: ['name'] },
+      ).catch((error: unknown) => error)
+      expect(findError(refused, MisplacedIdError)).toBeInstanceOf(MisplacedIdError)
+      expect(await rows(`SELECT id FROM members WHERE id = ${fresh}`)).toHaveLength(0)
+      // Imports keep it.
+      await trustSuppliedIds(() =>
+        extra.Member.upsert(
+          { id: fresh.toString(), email: elsewhere, name: 'three' },
+          { fields: ['name'] },
+        ),
+      )
+      expect(await rows(`SELECT email FROM members WHERE id = ${fresh}`)).toEqual([
+        { email: elsewhere },
+      ])
+      await rows(`DELETE FROM members WHERE id = ${fresh}`)
+    })
+
+    it("refuses a save() that moves a stored row's key or parent to another shard with ShardKeyChangedError; same shard, other fields and trustSuppliedIds pass", async () => {
+      const author = await blog.Author.create({ email: 'saved@example.com' })
+      const authorShard = shardOf(author.get('id'))
+      const moved = otherKey('saved-elsewhere', authorShard)
+      author.set('email', moved)
+      const refused = await author.save().catch((error: unknown) => error)
+      expect(findError(refused, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      expect(
+        await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`),
+      ).toEqual([{ email: 'saved@example.com' }])
+      const refusedUpdate = await author.update({ email: moved }).catch((error: unknown) => error)
+      expect(findError(refusedUpdate, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      const refusedBulk = await blog.Author.update(
+        { email: moved },
+        { where: { id: author.get('id') as string }, individualHooks: true },
+      ).catch((error: unknown) => error)
+      expect(findError(refusedBulk, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      // A parent on another shard, through the association's setter.
+      const post = await blog.Post.create({ title: 'stays', authorId: author.get('id') })
+      const other = await blog.Author.create({ email: moved })
+      expect(shardOf(other.get('id'))).not.toBe(authorShard)
+      const setAuthor: unknown = Reflect.get(post, 'setAuthor')
+      if (typeof setAuthor !== 'function') throw new Error('Post has no setAuthor()')
+      const refusedParent = await Promise.resolve(setAuthor.call(post, other)).catch(
+        (error: unknown) => error,
+      )
+      expect(findError(refusedParent, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+      expect(
+        await rows(`SELECT author_id FROM posts WHERE id = ${String(post.get('id'))}`),
+      ).toEqual([{ author_id: String(author.get('id')) }])
+      // Other fields, and keys on the same shard, are saved.
+      await post.reload()
+      await post.update({ title: 'renamed' })
+      const same = await blog.Author.create({ email: sameKey('saved-same', authorShard) })
+      await post.update({ authorId: same.get('id') })
+      expect(await rows(`SELECT title FROM posts WHERE id = ${String(post.get('id'))}`)).toEqual([
+        { title: 'renamed' },
+      ])
+      // Imports may.
+      await author.reload()
+      await trustSuppliedIds(() => author.update({ email: 'saved-moved@example.com' }))
+      expect(
+        await rows(`SELECT email FROM authors WHERE id = ${String(author.get('id'))}`),
+      ).toEqual([{ email: 'saved-moved@example.com' }])
     })
 
     it('keeps the stored key on a bulkCreate that updates on duplicate; PostgreSQL hands it back, MariaDB leaves the new one on the instance', async () => {

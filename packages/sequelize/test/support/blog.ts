@@ -118,7 +118,11 @@ export async function blogOnSequelize(
         throw new Error('rolled back on purpose')
       })
     },
-    createKeyed: async (shardKey) => idOf(await Keyed.create({ shardKey })),
+    createKeyed: async (shardKey, id) =>
+      idOf(await Keyed.create({ shardKey, ...(id === undefined ? {} : { id }) })),
+    upsertKeyed: async (id, shardKey) => {
+      await Keyed.upsert({ id, shardKey })
+    },
     close: () => sequelize.close(),
   }
 }
