@@ -1,39 +1,76 @@
-import { InvalidArgumentError, MissingShardKeyError } from './errors'
-import { toBigInt } from './id-value'
+import { InvalidArgumentError, MissingShardKeyError, UnsafeNumberError } from './errors'
 
 /** A value a row is sharded by: a user id (integer) or any string key. */
 export type ShardKey = bigint | number | string
 
 /**
  * How a string shard key is read.
- * - `'auto'`: a string of digits is an integer (ORMs and drivers hand BIGINT columns to JS as
- *   strings, and `'31341'` must land where `31341n` does); any other string is hashed.
+ * - `'auto'`: a string of ASCII digits with an optional leading `-` is the integer it spells
+ *   (ORMs and drivers hand BIGINT columns to JS as strings, and `'31341'` must land where
+ *   `31341n` does; `'007'` is 7); any other string is hashed (`'+5'`, `' 5'`, `'5.0'`, `'1e3'`).
  * - `'hash'`: every string is hashed, digits or not (zip codes, phone numbers).
  */
 export type StringKeyMode = 'auto' | 'hash'
 
-const DIGITS = /^-?\d+$/
+/** The smallest integer key: -2^63, the smallest signed BIGINT. */
+export const MIN_INTEGER_KEY = -(1n << 63n)
+/** The largest integer key: 2^64 - 1, the largest unsigned BIGINT. */
+export const MAX_INTEGER_KEY = (1n << 64n) - 1n
+/** The longest string key, in characters (Unicode code points). */
+export const MAX_KEY_LENGTH = 1024
+
+/** What `'auto'` reads as an integer: ASCII digits, an optional leading minus, nothing else. */
+const DIGITS = /^-?[0-9]+$/
+/**
+ * Blank: empty, or only the white space JavaScript's `String.prototype.trim` removes (listed, so
+ * that the SQL implementations can use the same set).
+ */
+const BLANK = /^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$/
+/** U+0000 (PostgreSQL text cannot hold it) or a lone surrogate (not Unicode text). */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: refusing U+0000 is the point
+const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 /**
  * The logical shard of an integer key: `key mod logicalShards`, always non-negative
- * (Instagram: user 31341 with 2000 logical shards lands on shard 1341).
+ * (Instagram: user 31341 with 2000 logical shards lands on shard 1341; -5 of 64 lands on 59).
+ * An integer key is any value a signed or unsigned 64-bit column holds, -2^63 to 2^64 - 1; a
+ * string is read as in `'auto'` mode (digits only).
  *
  * @example
  * ```ts
  * integerShard(31341n, 2000) // 1341
  * ```
+ * @throws InvalidArgumentError for a key outside -2^63 to 2^64 - 1 or a string that is not
+ *   decimal digits with an optional leading `-`.
+ * @throws UnsafeNumberError for a `number` that is not a safe integer.
  */
 export function integerShard(key: bigint | number | string, logicalShards: number): number {
   const count = checkLogicalShards(logicalShards)
-  // A key is not an ID: any integer works, however wide (a digit string from a DECIMAL column).
-  const value =
-    typeof key === 'string' && DIGITS.test(key.trim())
-      ? BigInt(key.trim())
-      : typeof key === 'bigint'
-        ? key
-        : toBigInt(key, 'Shard key')
+  const value = readIntegerKey(key)
   const shards = BigInt(count)
   return Number(((value % shards) + shards) % shards)
+}
+
+function readIntegerKey(key: bigint | number | string): bigint {
+  let value: bigint
+  if (typeof key === 'bigint') {
+    value = key
+  } else if (typeof key === 'number') {
+    if (!Number.isSafeInteger(key)) throw new UnsafeNumberError('Shard key', key)
+    value = BigInt(key)
+  } else if (typeof key === 'string' && DIGITS.test(key)) {
+    value = BigInt(key)
+  } else {
+    throw new InvalidArgumentError(
+      `An integer shard key must be a bigint, a safe integer number or a string of decimal digits with an optional leading '-', got ${typeof key === 'string' ? JSON.stringify(key) : typeof key}.`,
+    )
+  }
+  if (value < MIN_INTEGER_KEY || value > MAX_INTEGER_KEY) {
+    throw new InvalidArgumentError(
+      `The shard key ${value} is outside the integer keys, -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds). Hash wider numbers as text: pass mode 'hash' (stringKeys: 'hash' in a shard rule).`,
+    )
+  }
+  return value
 }
 
 /**
@@ -63,28 +100,70 @@ export function fnv1a32(text: string): number {
 
 /**
  * The logical shard of any key: integers (and digit strings, in `'auto'` mode) by modulo,
- * other strings by {@link hashShard}.
+ * other strings by {@link hashShard}. The PostgreSQL function `shard_for_key` and the MySQL
+ * function `shard_for_key` (and `generate_id`) installed by shardflake accept the same keys,
+ * refuse the same keys and give the same shard.
+ *
+ * The keys, in order of the checks:
+ * 1. `null`, `undefined`: missing.
+ * 2. A string longer than 1024 characters (code points): refused.
+ * 3. A string that is empty or only white space (the characters `String.prototype.trim`
+ *    removes): missing.
+ * 4. A string holding U+0000 or a lone surrogate: refused (not text a database column holds).
+ * 5. In `'auto'` mode, ASCII digits with an optional leading `-` (`'007'`, `'-5'`): the integer.
+ * 6. Any other string (`'+5'`, `' 5'`, `'acme'`, `'ACME'`): 32-bit FNV-1a of its UTF-8 bytes.
+ * 7. Integers (bigint, safe `number`, digit strings): -2^63 to 2^64 - 1, `key mod logicalShards`
+ *    made non-negative; outside that range refused.
+ *
+ * @example
+ * ```ts
+ * shardForKey(-5n, 64) // 59
+ * shardForKey('18446744073709551615', 64) // 63
+ * shardForKey('acme', 64) === shardForKey('ACME', 64) // false: normalize keys before
+ * ```
+ * @default mode `'auto'`
  * @throws MissingShardKeyError for `null`, `undefined`, and a string that is empty or only
  *   white space (what a form or a NOT NULL column with a `''` default hands over when no key
  *   was set).
+ * @throws InvalidArgumentError for a key outside the domain above, or an unknown mode.
+ * @throws UnsafeNumberError for a `number` that is not a safe integer.
  */
 export function shardForKey(
   key: ShardKey | null | undefined,
   logicalShards: number,
   mode: StringKeyMode = 'auto',
 ): number {
+  if (mode !== 'auto' && mode !== 'hash') {
+    throw new InvalidArgumentError(
+      `The string key mode must be 'auto' or 'hash', got ${JSON.stringify(mode)}.`,
+    )
+  }
   if (key === null || key === undefined) {
     throw new MissingShardKeyError('The shard key is missing (null or undefined).')
   }
-  if (typeof key === 'string' && key.trim() === '') {
+  if (typeof key === 'string') {
+    checkStringKey(key)
+    if (mode === 'hash' || !DIGITS.test(key)) return hashShard(key, logicalShards)
+  }
+  return integerShard(key, logicalShards)
+}
+
+function checkStringKey(key: string): void {
+  if (key.length > MAX_KEY_LENGTH && [...key].length > MAX_KEY_LENGTH) {
+    throw new InvalidArgumentError(
+      `The shard key is ${[...key].length} characters long; shard keys are at most ${MAX_KEY_LENGTH}. Shard by a shorter field (an id, a tenant name).`,
+    )
+  }
+  if (BLANK.test(key)) {
     throw new MissingShardKeyError(
       `The shard key is ${key === '' ? 'an empty string' : 'blank (only white space)'}: every row without a key would land on one shard. Set the key before saving.`,
     )
   }
-  if (typeof key === 'string' && (mode === 'hash' || !DIGITS.test(key))) {
-    return hashShard(key, logicalShards)
+  if (NOT_TEXT.test(key)) {
+    throw new InvalidArgumentError(
+      `The shard key ${JSON.stringify(key.slice(0, 40))} holds U+0000 or a lone surrogate: it is not text a database column holds, and would hash differently in each. Remove the character before using the key.`,
+    )
   }
-  return integerShard(key, logicalShards)
 }
 
 function checkLogicalShards(count: number): number {

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import {
   CancelledError,
   defineSharding,
+  hashShard,
   InProcessSource,
   InvalidArgumentError,
   instagram,
@@ -12,10 +13,14 @@ import {
 const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 
 describe('bounds checked before any work', () => {
-  it('reduces integer keys of any width, as digit strings or bigints', () => {
+  it('refuses integer keys wider than 64 bits, as digit strings or bigints, typed; hashes them on request', () => {
     const wide = 10n ** 30n + 1341n
-    expect(sharding.shardForKey(wide.toString())).toBe(Number(wide % 2000n))
-    expect(sharding.shardForKey(wide)).toBe(Number(wide % 2000n))
+    expect(() => sharding.shardForKey(wide.toString())).toThrow(InvalidArgumentError)
+    expect(() => sharding.shardForKey(wide)).toThrow(InvalidArgumentError)
+    expect(sharding.shardForKey(wide.toString(), 'hash')).toBe(
+      hashShard(wide.toString(), sharding.logicalShards),
+    )
+    expect(sharding.shardForKey((2n ** 64n - 1n).toString())).toBe(Number((2n ** 64n - 1n) % 2000n))
   })
 
   it('refuses a count beyond the bound and a cancelled call on a routed source, before routing', () => {

@@ -6,6 +6,7 @@ import {
   InvalidArgumentError,
   instagram,
   integerShard,
+  MAX_KEY_LENGTH,
   MissingShardKeyError,
   parseShardRanges,
   readShardList,
@@ -13,6 +14,7 @@ import {
   ShardOutOfRangeError,
   shardForKey,
   stringifyIds,
+  UnsafeNumberError,
 } from '../src'
 import { sharding } from './support'
 
@@ -46,6 +48,80 @@ describe('shard keys', () => {
     // Keys with something besides blanks keep their meaning.
     expect(shardForKey(' 42', 2000)).toBe(hashShard(' 42', 2000))
     expect(shardForKey('a ', 2000)).toBe(hashShard('a ', 2000))
+  })
+})
+
+describe('the key domain (the same in TS, PostgreSQL and MySQL)', () => {
+  it('places every 64-bit integer, signed or unsigned, however it is spelled', () => {
+    expect(shardForKey(-5n, 64)).toBe(59)
+    expect(shardForKey(-5, 64)).toBe(59)
+    expect(shardForKey('-5', 64)).toBe(59)
+    expect(shardForKey('18446744073709551615', 64)).toBe(63)
+    expect(shardForKey(2n ** 64n - 1n, 64)).toBe(63)
+    expect(shardForKey('-9223372036854775808', 2000)).toBe(
+      Number(((-(2n ** 63n) % 2000n) + 2000n) % 2000n),
+    )
+    expect(shardForKey('007', 2000)).toBe(7)
+    expect(shardForKey('-0', 2000)).toBe(0)
+    expect(shardForKey(`${'0'.repeat(40)}5`, 2000)).toBe(5)
+  })
+
+  it('hashes what is not plain digits: a plus sign, white space, non-ASCII digits', () => {
+    for (const key of ['+5', ' 5', '5 ', '5.0', '1e3', '-', '--5', '\u0665', '５']) {
+      expect(shardForKey(key, 2000)).toBe(hashShard(key, 2000))
+    }
+  })
+
+  it('refuses integers outside -2^63 to 2^64 - 1, typed, in every spelling', () => {
+    for (const key of [
+      2n ** 64n,
+      -(2n ** 63n) - 1n,
+      '18446744073709551616',
+      '-9223372036854775809',
+    ]) {
+      expect(() => shardForKey(key, 2000)).toThrow(InvalidArgumentError)
+    }
+    expect(() => shardForKey(2 ** 60, 2000)).toThrow(UnsafeNumberError)
+    expect(() => shardForKey(1.5, 2000)).toThrow(UnsafeNumberError)
+    // In 'hash' mode a wide number is text like any other.
+    expect(shardForKey('18446744073709551616', 2000, 'hash')).toBe(
+      hashShard('18446744073709551616', 2000),
+    )
+  })
+
+  it('refuses U+0000, lone surrogates, over-long keys and an unknown mode', () => {
+    for (const key of ['a\u0000b', '\u0000', '\ud800', 'x\udc00', '\udc00\ud800']) {
+      expect(() => shardForKey(key, 2000)).toThrow(InvalidArgumentError)
+      expect(() => shardForKey(key, 2000, 'hash')).toThrow(InvalidArgumentError)
+    }
+    expect(shardForKey('\ud83d\ude00', 2000)).toBe(hashShard('😀', 2000))
+    expect(shardForKey('😀'.repeat(MAX_KEY_LENGTH), 2000)).toBe(
+      hashShard('😀'.repeat(MAX_KEY_LENGTH), 2000),
+    )
+    expect(() => shardForKey('a'.repeat(MAX_KEY_LENGTH + 1), 2000)).toThrow(InvalidArgumentError)
+    expect(() => shardForKey('a', 2000, 'upper' as never)).toThrow(InvalidArgumentError)
+  })
+
+  it('blank is exactly what String.prototype.trim removes', () => {
+    const blank: number[] = []
+    const trimmed: number[] = []
+    for (let code = 1; code <= 0xffff; code++) {
+      if (code >= 0xd800 && code <= 0xdfff) continue
+      const char = String.fromCharCode(code)
+      if (char.trim() === '') trimmed.push(code)
+      try {
+        shardForKey(char, 2000)
+      } catch (error) {
+        if (error instanceof MissingShardKeyError) blank.push(code)
+      }
+    }
+    expect(blank).toEqual(trimmed)
+    expect(blank).toHaveLength(25)
+  })
+
+  it('does not fold case or trim: normalize keys before they reach shardflake', () => {
+    const shards = new Set(['ACME', 'acme', 'acme '].map((key) => shardForKey(key, 2000)))
+    expect(shards.size).toBe(3)
   })
 })
 

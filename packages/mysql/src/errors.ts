@@ -6,6 +6,7 @@ import {
   ConnectionRefusedError,
   InvalidArgumentError,
   LockTimeoutError,
+  MissingShardKeyError,
   ShardflakeError,
   ShardingMismatchError,
   ShardMovedError,
@@ -160,7 +161,17 @@ export function translateError(error: unknown, context: FailureContext): Shardfl
     case SIGNALS.WRONG_SHARD:
       return new ShardOutOfRangeError(
         shard,
-        `${What}: the shard key is missing, or belongs to another logical shard.${server}`,
+        `${What}: the shard key belongs to another logical shard.${server}`,
+        options,
+      )
+    case SIGNALS.MISSING_KEY:
+      return new MissingShardKeyError(
+        `${What}: the shard key is missing (NULL, empty or only white space). Set it before inserting.${server}`,
+        options,
+      )
+    case SIGNALS.INVALID_KEY:
+      return new InvalidArgumentError(
+        `${What}: the shard key is outside the keys shardflake places (an integer outside -2^63 to 2^64 - 1, text over 1024 characters, or U+0000).${server}`,
         options,
       )
     case SIGNALS.MISSING:

@@ -149,7 +149,7 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
   const db = (shard: number) => `\`${prefix}${shard}\``
 
   beforeAll(async () => {
-    await install(dialect, prefix, [0, 3, 4100])
+    await install(dialect, prefix, [0, 3, 4100, 8187, 8191])
   })
 
   it('next_id() makes IDs of the shard', async () => {
@@ -216,19 +216,27 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
     const connection = await pool.getConnection()
     try {
       await connection.query("SET SESSION sql_mode = ''")
-      expect(await sqlStateOf(connection.query(`CALL ${db(0 + 3)}.generate_id(NULL, @o)`))).toBe(
-        SIGNALS.WRONG_SHARD,
-      )
-      // '' and 'abc' would be the key 0 through a BIGINT parameter under a lax mode: refused.
-      for (const key of ["''", "'abc'", "' 0'", "'1e3'", 'NULL']) {
+      // '' and NULL would be the key 0 through a BIGINT parameter under a lax mode: refused.
+      for (const key of ["''", "'  '", 'NULL']) {
         expect(await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id(${key}, @o)`))).toBe(
-          SIGNALS.WRONG_SHARD,
+          SIGNALS.MISSING_KEY,
         )
       }
+      // Other text is a key like any other: hashed, and refused unless its shard is this one.
+      for (const key of ['abc', ' 0', '1e3']) {
+        const state = await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id(?, @o)`, [key]))
+        expect(state).toBe(sharding.shardForKey(key) === 0 ? undefined : SIGNALS.WRONG_SHARD)
+      }
+      expect(
+        await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id('18446744073709551616', @o)`)),
+      ).toBe(SIGNALS.INVALID_KEY)
       await connection.query(`CALL ${db(0)}.generate_id(0, @zero)`) // 0 itself is a key of shard 0
       await connection.query(`CALL ${db(3)}.generate_id('${8192 * 9 + 3}', @o)`)
       const [lax] = await connection.query('SELECT CAST(@o AS CHAR) AS id')
       expect(layout.shardOf((lax as { id: string }[])[0]!.id)).toBe(3)
+      // Negative keys and the largest unsigned 64-bit key go where core puts them.
+      await connection.query(`CALL ${db(8192 - 5)}.generate_id('-5', @o)`)
+      await connection.query(`CALL ${db(8191)}.generate_id('18446744073709551615', @o)`)
       expect(await sqlStateOf(connection.query(`SELECT ${db(3)}.reserve_ids(NULL)`))).toBe(
         SIGNALS.COUNT,
       )

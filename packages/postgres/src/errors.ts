@@ -4,8 +4,10 @@ import {
   ConfigurationError,
   ConnectionLostError,
   ConnectionRefusedError,
+  InvalidArgumentError,
   type Layout,
   LockTimeoutError,
+  MissingShardKeyError,
   ShardflakeError,
   ShardingMismatchError,
   ShardMovedError,
@@ -33,6 +35,10 @@ export const SQLSTATE = Object.freeze({
   overloaded: 'SF006',
   /** The layout's time field is used up. */
   timeExhausted: 'SF007',
+  /** `shard_for_key`: the key is NULL, empty or only white space. */
+  missingShardKey: 'SF008',
+  /** `shard_for_key`: an integer outside -2^63 to 2^64 - 1, or text over 1024 characters. */
+  invalidShardKey: 'SF009',
 })
 
 /** What was going on when a driver call failed, for {@link translatePostgresError}. */
@@ -123,6 +129,10 @@ export function translatePostgresError(error: unknown, failure: PostgresFailure)
       return new ConfigurationError(sqlMessage(error), cause)
     case SQLSTATE.contention:
       return new SourceUnavailableError(sqlMessage(error), { cause, retryable: true })
+    case SQLSTATE.missingShardKey:
+      return new MissingShardKeyError(sqlMessage(error), cause)
+    case SQLSTATE.invalidShardKey:
+      return new InvalidArgumentError(sqlMessage(error), cause)
     case '57014':
       return new CancelledError(
         `${what} was cancelled by the server (statement_timeout, or pg_cancel_backend). Nothing was issued.`,

@@ -2,6 +2,7 @@ import { InvalidArgumentError } from '@shardflake/core'
 import type { ResolvedSqlOptions } from './options'
 import { sqlString } from './options'
 import { shardParts } from './shard-parts'
+import { GENERATE_ID_HEAD } from './shard-routines'
 import { SIGNALS } from './signals'
 
 /**
@@ -55,7 +56,7 @@ END`,
     `INSERT INTO ${db}.\`sf_meta\` (\`name\`, \`value\`) VALUES\n  ('moved_to', ${sqlString(destination)}),\n  ('moved_at', DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%dT%H:%i:%sZ')),\n  ('move_id', UUID())\nON DUPLICATE KEY UPDATE \`value\` = IF(\`name\` = 'moved_to', VALUES(\`value\`), \`value\`)`,
     ...refuse('FUNCTION', '`next_id`() RETURNS BIGINT'),
     ...refuse('PROCEDURE', '`next_ids`(IN n INT)'),
-    ...refuse('PROCEDURE', '`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)'),
+    ...refuse('PROCEDURE', GENERATE_ID_HEAD),
     `UPDATE ${db}.\`sf_counter\` SET \`v\` = \`v\` + ${offset} WHERE \`k\` = 1 AND \`v\` <= ${limitV}`,
     `INSERT INTO ${db}.\`sf_meta\` (\`name\`, \`value\`)\nSELECT 'moved_fence', CAST(\`v\` - ${offset} AS CHAR) FROM ${db}.\`sf_counter\` WHERE \`k\` = 1 AND \`v\` > ${limitV}\nON DUPLICATE KEY UPDATE \`value\` = CAST(GREATEST(CAST(\`value\` AS UNSIGNED), CAST(VALUES(\`value\`) AS UNSIGNED)) AS CHAR)`,
   ]

@@ -1,9 +1,10 @@
+import { MAX_KEY_LENGTH } from '@shardflake/core'
 import type { ResolvedSqlOptions } from './options'
 import { MAX_BATCH, shardParts } from './shard-parts'
 import { SIGNALS, signal } from './signals'
 
 /**
- * `reserve_ids(n)`, `next_id()`, `next_ids(n)`, `generate_id(shard_key, OUT id)` and the decode
+ * `reserve_ids(n)`, `next_id()`, `next_ids(n)`, `shard_for_key(key, mode)`, `generate_id(shard_key, OUT id)` and the decode
  * helpers of one shard, one function per routine. @internal
  */
 export function shardRoutineStatements(o: ResolvedSqlOptions, shard: number): string[] {
@@ -11,6 +12,7 @@ export function shardRoutineStatements(o: ResolvedSqlOptions, shard: number): st
     ...reserveIdsRoutine(o, shard),
     ...nextIdRoutine(o, shard),
     ...nextIdsRoutine(o, shard),
+    ...shardForKeyRoutine(o, shard),
     ...generateIdRoutine(o, shard),
     ...decodeRoutines(o, shard),
   ]
@@ -119,24 +121,128 @@ END`,
   )
 }
 
+/** The head of `generate_id`, shared with the fence that replaces it on a moved shard. @internal */
+export const GENERATE_ID_HEAD =
+  '`generate_id`(IN shard_key TEXT CHARACTER SET utf8mb4, OUT id BIGINT)'
+
+/** UTF-8 of the white space that makes a key blank: what JavaScript's `String.prototype.trim` removes. */
+const BLANK_UTF8 = [
+  '09',
+  '0A',
+  '0B',
+  '0C',
+  '0D',
+  '20',
+  'C2A0',
+  'E19A80',
+  'E28080',
+  'E28081',
+  'E28082',
+  'E28083',
+  'E28084',
+  'E28085',
+  'E28086',
+  'E28087',
+  'E28088',
+  'E28089',
+  'E2808A',
+  'E280A8',
+  'E280A9',
+  'E280AF',
+  'E2819F',
+  'E38080',
+  'EFBBBF',
+]
+
 /**
- * `generate_id(shard_key, OUT id)`: an ID for a row keyed by the integer `shard_key`, through the
- * atomic counter; refuses a NULL or non-integer key and a key of another shard.
+ * `shard_for_key(shard_key, key_mode)`: the logical shard of a key, as core's `shardForKey`
+ * computes it, refusing the same keys (SF008 missing, SF009 outside the domain). @internal
+ */
+function shardForKeyRoutine(o: ResolvedSqlOptions, shard: number): string[] {
+  const { routine } = shardParts(o, shard)
+  const n = o.sharding.logicalShards
+  const stripped = BLANK_UTF8.reduce((sql, hex) => `REPLACE(${sql}, X'${hex}', '')`, 'b')
+  const outside = signal(
+    SIGNALS.INVALID_KEY,
+    'the shard key is not an integer from -2^63 to 2^64 - 1; hash wider numbers as text (key_mode hash)',
+  )
+  return routine(
+    'FUNCTION',
+    '`shard_for_key`(shard_key TEXT CHARACTER SET utf8mb4, key_mode VARCHAR(8) CHARACTER SET utf8mb4) RETURNS INT',
+    `  DETERMINISTIC NO SQL
+  COMMENT 'shardflake: the logical shard of a key, as shardForKey computes it'
+BEGIN
+  -- Integers from -2^63 to 2^64 - 1 (ASCII digits, an optional leading '-', in key_mode 'auto')
+  -- go to key mod ${n}, made non-negative; any other text to 32-bit FNV-1a of its UTF-8 bytes
+  -- mod ${n}. Keys are not folded or trimmed, whatever the collation: 'ACME', 'acme' and 'acme '
+  -- are three keys.
+  DECLARE b LONGBLOB DEFAULT CAST(shard_key AS BINARY);
+  DECLARE len INT DEFAULT LENGTH(b);
+  DECLARE i INT DEFAULT 1;
+  DECLARE c INT;
+  DECLARE h BIGINT UNSIGNED DEFAULT 2166136261;
+  DECLARE digits BOOLEAN DEFAULT TRUE;
+  DECLARE t LONGBLOB;
+  DECLARE v DECIMAL(21, 0);
+  IF key_mode IS NULL OR HEX(key_mode) NOT IN ('6175746F', '68617368') THEN
+    ${signal('22023', "key_mode must be 'auto' or 'hash'")};
+  END IF;
+  IF shard_key IS NULL THEN
+    ${signal(SIGNALS.MISSING_KEY, 'the shard key is missing (NULL): set it before inserting')};
+  END IF;
+  IF CHAR_LENGTH(shard_key) > ${MAX_KEY_LENGTH} THEN
+    ${signal(SIGNALS.INVALID_KEY, `the shard key is longer than ${MAX_KEY_LENGTH} characters`)};
+  END IF;
+  IF LENGTH(${stripped}) = 0 THEN
+    ${signal(SIGNALS.MISSING_KEY, 'the shard key is empty or only white space: set it before inserting')};
+  END IF;
+  WHILE i <= len DO
+    SET c = ASCII(SUBSTRING(b, i, 1));
+    IF c = 0 THEN
+      ${signal(SIGNALS.INVALID_KEY, 'the shard key holds U+0000')};
+    END IF;
+    IF digits AND NOT (c BETWEEN 48 AND 57 OR (c = 45 AND i = 1 AND len > 1)) THEN
+      SET digits = FALSE;
+    END IF;
+    SET h = ((h ^ c) * 16777619) & 4294967295;
+    SET i = i + 1;
+  END WHILE;
+  IF digits AND HEX(key_mode) = '6175746F' THEN
+    SET t = TRIM(LEADING '0' FROM SUBSTRING(b, IF(ASCII(b) = 45, 2, 1)));
+    IF LENGTH(t) > 20 THEN
+      ${outside};
+    END IF;
+    SET v = IF(LENGTH(t) = 0, 0, CAST(t AS DECIMAL(21, 0)));
+    IF ASCII(b) = 45 THEN
+      SET v = -v;
+    END IF;
+    IF v < -9223372036854775808 OR v > 18446744073709551615 THEN
+      ${outside};
+    END IF;
+    RETURN MOD(MOD(v, ${n}) + ${n}, ${n});
+  END IF;
+  RETURN h MOD ${n};
+END`,
+  )
+}
+
+/**
+ * `generate_id(shard_key, OUT id)`: an ID for a row whose shard key is `shard_key`, through the
+ * atomic counter; refuses a key of another shard (SF021), a missing key (SF008) and a key outside
+ * the domain (SF009), as `shard_for_key(shard_key, 'auto')` decides.
  */
 function generateIdRoutine(o: ResolvedSqlOptions, shard: number): string[] {
   const { db, routine } = shardParts(o, shard)
-  const n = o.sharding.logicalShards
   return routine(
     'PROCEDURE',
-    '`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)',
+    GENERATE_ID_HEAD,
     `  NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: an ID for a row whose shard key is shard_key'
 BEGIN
   -- The key arrives as text, so that NULL, '' or 'abc' cannot become 0 on the way in (a BIGINT
   -- parameter reads them as 0 under a lax sql_mode, and 0 is a key of shard 0).
-  IF shard_key IS NULL OR shard_key NOT REGEXP '^-?[0-9]{1,19}$'
-     OR MOD(CAST(shard_key AS DECIMAL(20, 0)), ${n}) <> ${shard} THEN
-    ${signal(SIGNALS.WRONG_SHARD, `the shard key is missing, or its shard (key mod ${n}) is not ${shard}`)};
+  IF ${db}.\`shard_for_key\`(shard_key, 'auto') <> ${shard} THEN
+    ${signal(SIGNALS.WRONG_SHARD, `the shard key belongs to another logical shard: shard_for_key(key) is not ${shard}`)};
   END IF;
   SET id = ${db}.\`next_id\`();
 END`,

@@ -2,7 +2,7 @@ import { sqlString } from './options'
 
 /**
  * The SQLSTATEs the routines SIGNAL, one per failure, so that a failure is told apart by its
- * SQLSTATE alone (the message is for people). Class `SF` is shardflake's own; SF001-SF007 mean
+ * SQLSTATE alone (the message is for people). Class `SF` is shardflake's own; SF001-SF009 mean
  * the same as in the PostgreSQL functions (SF003 and SF004 do not occur here), SF020 and up are
  * MySQL's own.
  */
@@ -17,8 +17,12 @@ export const SIGNALS = Object.freeze({
   MOVED: 'SF005',
   /** A count outside 1 to 1,000,000. */
   COUNT: 'SF020',
-  /** `generate_id(shard_key, ...)` called with a key of another shard, or NULL. */
+  /** `generate_id(shard_key, ...)` called with a key of another shard. */
   WRONG_SHARD: 'SF021',
+  /** `shard_for_key` or `generate_id`: the key is NULL, empty or only white space (as in PostgreSQL). */
+  MISSING_KEY: 'SF008',
+  /** `shard_for_key` or `generate_id`: an integer outside -2^63 to 2^64 - 1, text over 1024 characters, or U+0000 (as in PostgreSQL). */
+  INVALID_KEY: 'SF009',
   /** The counter row is missing. */
   MISSING: 'SF022',
   /** More IDs asked of the shard than it makes within maxDriftMs (the clock is fine). */

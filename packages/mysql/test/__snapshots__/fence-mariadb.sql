@@ -27,7 +27,7 @@ BEGIN
   SIGNAL SQLSTATE 'SF005' SET MESSAGE_TEXT = 'shardflake: logical shard 5 moved to server db-b:3306 ''x''; update the shard map';
 END;
 
-CREATE OR REPLACE PROCEDURE `shard_5`.`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)
+CREATE OR REPLACE PROCEDURE `shard_5`.`generate_id`(IN shard_key TEXT CHARACTER SET utf8mb4, OUT id BIGINT)
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN

@@ -35,7 +35,7 @@ END;
 
 DROP PROCEDURE IF EXISTS `shard_5`.`generate_id`;
 
-CREATE PROCEDURE `shard_5`.`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)
+CREATE PROCEDURE `shard_5`.`generate_id`(IN shard_key TEXT CHARACTER SET utf8mb4, OUT id BIGINT)
   NOT DETERMINISTIC NO SQL
   COMMENT 'shardflake: logical shard 5 moved to another server'
 BEGIN

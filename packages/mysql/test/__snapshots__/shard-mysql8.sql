@@ -34,7 +34,7 @@ INSERT IGNORE INTO `shard_5`.`sf_meta` (`name`, `value`) VALUES
   ('shard', '5'),
   ('dialect', 'mysql8')$$
 
-INSERT INTO `shard_5`.`sf_meta` (`name`, `value`) VALUES ('version', '2') ON DUPLICATE KEY UPDATE `value` = VALUES(`value`)$$
+INSERT INTO `shard_5`.`sf_meta` (`name`, `value`) VALUES ('version', '3') ON DUPLICATE KEY UPDATE `value` = VALUES(`value`)$$
 
 CREATE TABLE IF NOT EXISTS `shard_5`.`sf_counter` (
   `k` TINYINT UNSIGNED NOT NULL PRIMARY KEY,
@@ -109,17 +109,74 @@ BEGIN
     FROM JSON_TABLE(CONCAT('[', REPEAT('0,', n - 1), '0]'), '$[*]' COLUMNS (seq FOR ORDINALITY)) AS g ORDER BY g.seq;
 END$$
 
+DROP FUNCTION IF EXISTS `shard_5`.`shard_for_key`$$
+
+CREATE FUNCTION `shard_5`.`shard_for_key`(shard_key TEXT CHARACTER SET utf8mb4, key_mode VARCHAR(8) CHARACTER SET utf8mb4) RETURNS INT
+  DETERMINISTIC NO SQL
+  COMMENT 'shardflake: the logical shard of a key, as shardForKey computes it'
+BEGIN
+  -- Integers from -2^63 to 2^64 - 1 (ASCII digits, an optional leading '-', in key_mode 'auto')
+  -- go to key mod 2000, made non-negative; any other text to 32-bit FNV-1a of its UTF-8 bytes
+  -- mod 2000. Keys are not folded or trimmed, whatever the collation: 'ACME', 'acme' and 'acme '
+  -- are three keys.
+  DECLARE b LONGBLOB DEFAULT CAST(shard_key AS BINARY);
+  DECLARE len INT DEFAULT LENGTH(b);
+  DECLARE i INT DEFAULT 1;
+  DECLARE c INT;
+  DECLARE h BIGINT UNSIGNED DEFAULT 2166136261;
+  DECLARE digits BOOLEAN DEFAULT TRUE;
+  DECLARE t LONGBLOB;
+  DECLARE v DECIMAL(21, 0);
+  IF key_mode IS NULL OR HEX(key_mode) NOT IN ('6175746F', '68617368') THEN
+    SIGNAL SQLSTATE '22023' SET MESSAGE_TEXT = 'shardflake: key_mode must be ''auto'' or ''hash''';
+  END IF;
+  IF shard_key IS NULL THEN
+    SIGNAL SQLSTATE 'SF008' SET MESSAGE_TEXT = 'shardflake: the shard key is missing (NULL): set it before inserting';
+  END IF;
+  IF CHAR_LENGTH(shard_key) > 1024 THEN
+    SIGNAL SQLSTATE 'SF009' SET MESSAGE_TEXT = 'shardflake: the shard key is longer than 1024 characters';
+  END IF;
+  IF LENGTH(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(b, X'09', ''), X'0A', ''), X'0B', ''), X'0C', ''), X'0D', ''), X'20', ''), X'C2A0', ''), X'E19A80', ''), X'E28080', ''), X'E28081', ''), X'E28082', ''), X'E28083', ''), X'E28084', ''), X'E28085', ''), X'E28086', ''), X'E28087', ''), X'E28088', ''), X'E28089', ''), X'E2808A', ''), X'E280A8', ''), X'E280A9', ''), X'E280AF', ''), X'E2819F', ''), X'E38080', ''), X'EFBBBF', '')) = 0 THEN
+    SIGNAL SQLSTATE 'SF008' SET MESSAGE_TEXT = 'shardflake: the shard key is empty or only white space: set it before inserting';
+  END IF;
+  WHILE i <= len DO
+    SET c = ASCII(SUBSTRING(b, i, 1));
+    IF c = 0 THEN
+      SIGNAL SQLSTATE 'SF009' SET MESSAGE_TEXT = 'shardflake: the shard key holds U+0000';
+    END IF;
+    IF digits AND NOT (c BETWEEN 48 AND 57 OR (c = 45 AND i = 1 AND len > 1)) THEN
+      SET digits = FALSE;
+    END IF;
+    SET h = ((h ^ c) * 16777619) & 4294967295;
+    SET i = i + 1;
+  END WHILE;
+  IF digits AND HEX(key_mode) = '6175746F' THEN
+    SET t = TRIM(LEADING '0' FROM SUBSTRING(b, IF(ASCII(b) = 45, 2, 1)));
+    IF LENGTH(t) > 20 THEN
+      SIGNAL SQLSTATE 'SF009' SET MESSAGE_TEXT = 'shardflake: the shard key is not an integer from -2^63 to 2^64 - 1; hash wider numbers as text (key_mode hash)';
+    END IF;
+    SET v = IF(LENGTH(t) = 0, 0, CAST(t AS DECIMAL(21, 0)));
+    IF ASCII(b) = 45 THEN
+      SET v = -v;
+    END IF;
+    IF v < -9223372036854775808 OR v > 18446744073709551615 THEN
+      SIGNAL SQLSTATE 'SF009' SET MESSAGE_TEXT = 'shardflake: the shard key is not an integer from -2^63 to 2^64 - 1; hash wider numbers as text (key_mode hash)';
+    END IF;
+    RETURN MOD(MOD(v, 2000) + 2000, 2000);
+  END IF;
+  RETURN h MOD 2000;
+END$$
+
 DROP PROCEDURE IF EXISTS `shard_5`.`generate_id`$$
 
-CREATE PROCEDURE `shard_5`.`generate_id`(IN shard_key VARCHAR(40), OUT id BIGINT)
+CREATE PROCEDURE `shard_5`.`generate_id`(IN shard_key TEXT CHARACTER SET utf8mb4, OUT id BIGINT)
   NOT DETERMINISTIC MODIFIES SQL DATA
   COMMENT 'shardflake: an ID for a row whose shard key is shard_key'
 BEGIN
   -- The key arrives as text, so that NULL, '' or 'abc' cannot become 0 on the way in (a BIGINT
   -- parameter reads them as 0 under a lax sql_mode, and 0 is a key of shard 0).
-  IF shard_key IS NULL OR shard_key NOT REGEXP '^-?[0-9]{1,19}$'
-     OR MOD(CAST(shard_key AS DECIMAL(20, 0)), 2000) <> 5 THEN
-    SIGNAL SQLSTATE 'SF021' SET MESSAGE_TEXT = 'shardflake: the shard key is missing, or its shard (key mod 2000) is not 5';
+  IF `shard_5`.`shard_for_key`(shard_key, 'auto') <> 5 THEN
+    SIGNAL SQLSTATE 'SF021' SET MESSAGE_TEXT = 'shardflake: the shard key belongs to another logical shard: shard_for_key(key) is not 5';
   END IF;
   SET id = `shard_5`.`next_id`();
 END$$

@@ -1,4 +1,4 @@
-import type { Ddl } from '@shardflake/core'
+import { type Ddl, MAX_KEY_LENGTH } from '@shardflake/core'
 import { quoteIdentifier, quoteLiteral } from '../names'
 import { asDdl } from './ddl'
 import {
@@ -104,6 +104,7 @@ LANGUAGE sql VOLATILE AS $$
   SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint
 $$;
 
+${shardForKeyScript(o)}
 -- Decode helpers: the time, shard and sequence an ID carries (signed or not).
 CREATE OR REPLACE FUNCTION ${c}.shardflake_timestamp(id bigint) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -129,4 +130,78 @@ $$;
 `
     : ''
 }`
+}
+
+/** White space that makes a key blank: what JavaScript's `String.prototype.trim` removes. */
+const BLANK_CLASS =
+  '\\u0009-\\u000d\\u0020\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff'
+
+/**
+ * `shard_for_key(text [, mode])` and `shard_for_key(numeric)`: the logical shard of a key, the
+ * same as core's `shardForKey`, refusing the same keys (SF008 missing, SF009 outside the domain).
+ * @internal
+ */
+function shardForKeyScript(o: ResolvedSqlOptions): string {
+  const c = quoteIdentifier('schema', o.schema)
+  const n = o.sharding.logicalShards
+  const missing = (what: string) => `RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = ${what}`
+  const invalid = (what: string) => `RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = ${what}`
+  const outside = (value: string) =>
+    `format('shardflake: the shard key %s is not an integer from -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds); hash wider numbers as text with key_mode ''hash''', ${value})`
+  const nullKey = `'shardflake: the shard key is missing (NULL): set it before inserting'`
+  return `-- The logical shard of a shard key, as shardForKey in @shardflake/core computes it: integers
+-- from -2^63 to 2^64 - 1 (numeric, or text of ASCII digits with an optional leading '-' in mode
+-- 'auto') by key mod ${n}, made non-negative; any other text by 32-bit FNV-1a of its UTF-8 bytes
+-- mod ${n}. NULL, '' and white space only: SQLSTATE SF008. Text over ${MAX_KEY_LENGTH} characters, integers
+-- outside 64 bits: SF009. Keys are not folded or trimmed: 'ACME', 'acme' and 'acme ' are three keys.
+CREATE OR REPLACE FUNCTION ${c}.shard_for_key(shard_key numeric) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+  IF shard_key IS NULL THEN
+    ${missing(nullKey)};
+  END IF;
+  IF shard_key <> trunc(shard_key) OR shard_key < -9223372036854775808 OR shard_key > 18446744073709551615 THEN
+    ${invalid(outside('shard_key'))};
+  END IF;
+  RETURN (((shard_key % ${n}) + ${n}) % ${n})::integer;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION ${c}.shard_for_key(shard_key text, key_mode text DEFAULT 'auto') RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+  bytes bytea;
+  h bigint := 2166136261;
+  digits text;
+  v numeric;
+BEGIN
+  IF key_mode IS NULL OR key_mode NOT IN ('auto', 'hash') THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('shardflake: key_mode must be ''auto'' or ''hash'', got %s', coalesce(quote_literal(key_mode), 'NULL'));
+  END IF;
+  IF shard_key IS NULL THEN
+    ${missing(nullKey)};
+  END IF;
+  IF char_length(shard_key) > ${MAX_KEY_LENGTH} THEN
+    ${invalid(`format('shardflake: the shard key is %s characters long; shard keys are at most ${MAX_KEY_LENGTH}', char_length(shard_key))`)};
+  END IF;
+  IF shard_key ~ '^[${BLANK_CLASS}]*$' THEN
+    ${missing(`'shardflake: the shard key is empty or only white space: every row without a key would land on one shard; set it before inserting'`)};
+  END IF;
+  IF key_mode = 'auto' AND shard_key ~ '^-?[0-9]+$' THEN
+    digits := ltrim(ltrim(shard_key, '-'), '0');
+    IF char_length(digits) > 20 THEN
+      ${invalid(outside('left(shard_key, 40)'))};
+    END IF;
+    v := CASE WHEN digits = '' THEN 0 ELSE digits::numeric END;
+    RETURN ${c}.shard_for_key(CASE WHEN left(shard_key, 1) = '-' THEN -v ELSE v END);
+  END IF;
+  bytes := convert_to(shard_key, 'UTF8');
+  FOR i IN 0 .. length(bytes) - 1 LOOP
+    h := ((h # get_byte(bytes, i)) * 16777619) & 4294967295;
+  END LOOP;
+  RETURN (h % ${n})::integer;
+END
+$$;
+`
 }

@@ -27,7 +27,7 @@ export interface PostgresSchemaOptions {
   schemaPrefix?: string
   /**
    * The schema holding what all shards share: the metadata tables (`layout`, `shards`), the clock
-   * `now_ms()` and the decode helpers `shardflake_timestamp(id)`, `shardflake_shard(id)`,
+   * `now_ms()`, `shard_for_key(key)` and the decode helpers `shardflake_timestamp(id)`, `shardflake_shard(id)`,
    * `shardflake_sequence(id)`.
    * @default 'shardflake'
    */

@@ -67,6 +67,61 @@ LANGUAGE sql VOLATILE AS $$
   SELECT floor(date_part('epoch', clock_timestamp()) * 1000)::bigint
 $$;
 
+-- The logical shard of a shard key, as shardForKey in @shardflake/core computes it: integers
+-- from -2^63 to 2^64 - 1 (numeric, or text of ASCII digits with an optional leading '-' in mode
+-- 'auto') by key mod 2000, made non-negative; any other text by 32-bit FNV-1a of its UTF-8 bytes
+-- mod 2000. NULL, '' and white space only: SQLSTATE SF008. Text over 1024 characters, integers
+-- outside 64 bits: SF009. Keys are not folded or trimmed: 'ACME', 'acme' and 'acme ' are three keys.
+CREATE OR REPLACE FUNCTION "shardflake".shard_for_key(shard_key numeric) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+  IF shard_key IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = 'shardflake: the shard key is missing (NULL): set it before inserting';
+  END IF;
+  IF shard_key <> trunc(shard_key) OR shard_key < -9223372036854775808 OR shard_key > 18446744073709551615 THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = format('shardflake: the shard key %s is not an integer from -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds); hash wider numbers as text with key_mode ''hash''', shard_key);
+  END IF;
+  RETURN (((shard_key % 2000) + 2000) % 2000)::integer;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION "shardflake".shard_for_key(shard_key text, key_mode text DEFAULT 'auto') RETURNS integer
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+  bytes bytea;
+  h bigint := 2166136261;
+  digits text;
+  v numeric;
+BEGIN
+  IF key_mode IS NULL OR key_mode NOT IN ('auto', 'hash') THEN
+    RAISE EXCEPTION USING ERRCODE = '22023',
+      MESSAGE = format('shardflake: key_mode must be ''auto'' or ''hash'', got %s', coalesce(quote_literal(key_mode), 'NULL'));
+  END IF;
+  IF shard_key IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = 'shardflake: the shard key is missing (NULL): set it before inserting';
+  END IF;
+  IF char_length(shard_key) > 1024 THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = format('shardflake: the shard key is %s characters long; shard keys are at most 1024', char_length(shard_key));
+  END IF;
+  IF shard_key ~ '^[\u0009-\u000d\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]*$' THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = 'shardflake: the shard key is empty or only white space: every row without a key would land on one shard; set it before inserting';
+  END IF;
+  IF key_mode = 'auto' AND shard_key ~ '^-?[0-9]+$' THEN
+    digits := ltrim(ltrim(shard_key, '-'), '0');
+    IF char_length(digits) > 20 THEN
+      RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = format('shardflake: the shard key %s is not an integer from -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds); hash wider numbers as text with key_mode ''hash''', left(shard_key, 40));
+    END IF;
+    v := CASE WHEN digits = '' THEN 0 ELSE digits::numeric END;
+    RETURN "shardflake".shard_for_key(CASE WHEN left(shard_key, 1) = '-' THEN -v ELSE v END);
+  END IF;
+  bytes := convert_to(shard_key, 'UTF8');
+  FOR i IN 0 .. length(bytes) - 1 LOOP
+    h := ((h # get_byte(bytes, i)) * 16777619) & 4294967295;
+  END LOOP;
+  RETURN (h % 2000)::integer;
+END
+$$;
+
 -- Decode helpers: the time, shard and sequence an ID carries (signed or not).
 CREATE OR REPLACE FUNCTION "shardflake".shardflake_timestamp(id bigint) RETURNS timestamptz
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
