@@ -35,6 +35,19 @@ export class ShardMap<T> {
    * @throws ShardOutOfRangeError for bounds outside the logical shards.
    */
   constructor(sharding: Sharding, ranges: readonly ShardRange<T>[]) {
+    checkSharding(sharding, 'ShardMap')
+    if (!Array.isArray(ranges)) {
+      throw new InvalidArgumentError(
+        `ShardMap takes a list of ranges [{ from, to, target }], got ${describeValue(ranges)}.`,
+      )
+    }
+    ranges.forEach((range: unknown, index) => {
+      if (typeof range !== 'object' || range === null || Array.isArray(range)) {
+        throw new InvalidArgumentError(
+          `ShardMap range ${index} must be { from, to, target }, got ${describeValue(range)}.`,
+        )
+      }
+    })
     // Bounds first: sorting compares them, and a bigint or a string would not compare as a shard.
     for (const range of ranges) {
       sharding.checkShard(range.from)
@@ -164,6 +177,7 @@ export type ShardList = 'all' | readonly number[] | string | { from: number; to:
  * @throws ShardOutOfRangeError for a shard outside the logical shards.
  */
 export function readShardList(shards: ShardList, sharding: Sharding): number[] {
+  checkSharding(sharding, 'readShardList')
   let ranges: { from: number; to: number }[]
   if (shards === 'all') ranges = [{ from: 0, to: sharding.logicalShards - 1 }]
   else if (typeof shards === 'string') ranges = parseShardRanges(shards)
@@ -177,16 +191,56 @@ export function readShardList(shards: ShardList, sharding: Sharding): number[] {
     )
   }
   if (ranges.length === 0) throw new InvalidArgumentError('No shards given.')
-  for (const { from, to } of ranges) {
+  let count = 0
+  for (const range of ranges) {
+    if (typeof range !== 'object' || range === null) {
+      throw new InvalidArgumentError(
+        `shards must be 'all', a list, a { from, to } range or a "0-99,200" string, got a range ${describeValue(range)}.`,
+      )
+    }
+    const { from, to } = range
     sharding.checkShard(from)
     sharding.checkShard(to)
     if (to < from) {
       throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
     }
+    count += to - from + 1
   }
+  checkListSize(count, shards)
   const set = new Set<number>()
   for (const { from, to } of ranges) for (let shard = from; shard <= to; shard++) set.add(shard)
   return [...set].sort((a, b) => a - b)
+}
+
+/**
+ * The most logical shards one list may expand to: {@link readShardList}, an in-process source's
+ * `shards`, an installer's `shards`. A layout with 31 shard bits has 2^31 logical shards; listing
+ * all of them would fill the process's memory, so such a list is refused at once.
+ */
+export const MAX_LISTED_SHARDS = 1_048_576
+
+/** @throws InvalidArgumentError when a list of `count` shards is longer than {@link MAX_LISTED_SHARDS}. */
+export function checkListSize(count: number, shards: unknown): void {
+  if (count > MAX_LISTED_SHARDS) {
+    throw new InvalidArgumentError(
+      `The shards ${typeof shards === 'string' ? JSON.stringify(shards) : '(a list)'} are ${count} logical shards; at most ${MAX_LISTED_SHARDS} can be listed at once. Give fewer shards (a range such as "0-999") per process or installer run, or use fewer logicalShards.`,
+    )
+  }
+}
+
+/** @throws InvalidArgumentError unless `sharding` is a Sharding (from defineSharding). */
+function checkSharding(sharding: unknown, who: string): void {
+  const candidate = sharding as Partial<Sharding> | null | undefined
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.logicalShards !== 'number' ||
+    typeof candidate.checkShard !== 'function'
+  ) {
+    throw new InvalidArgumentError(
+      `${who} needs the application's sharding (defineSharding({ layout, logicalShards })), got ${describeValue(sharding)}.`,
+    )
+  }
 }
 
 /**
