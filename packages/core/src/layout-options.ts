@@ -4,6 +4,13 @@ import { describeValue } from './known-options'
 /** The last instant a `Date` can hold, in ms since 1970. */
 const MAX_DATE_MS = 8.64e15
 
+/** An instant for a message: its ISO form, or the number when no Date can hold it. */
+export function describeInstant(ms: number): string {
+  return Number.isFinite(ms) && Math.abs(ms) <= MAX_DATE_MS
+    ? new Date(ms).toISOString()
+    : `${String(ms)} ms since 1970`
+}
+
 const LAYOUT_OPTIONS = [
   'name',
   'epoch',
@@ -38,7 +45,7 @@ export function parseInstant(text: string): number | undefined {
   if (typeof text !== 'string') return undefined
   const match = ISO_INSTANT.exec(text.trim())
   if (!match) return undefined
-  const [, year, month, day, hour, minute, second, , offset] = match
+  const [, year, month, day, hour, minute, second, offset] = match
   const iso = `${year}-${month}-${day}T${hour ?? '00'}:${minute ?? '00'}:${second ?? '00'}${text.trim().match(/\.\d{1,9}/)?.[0]?.slice(0, 4) ?? ''}${offset === undefined ? 'Z' : offset.length === 5 ? `${offset.slice(0, 3)}:${offset.slice(3)}` : offset}`
   const ms = Date.parse(iso)
   if (!Number.isFinite(ms)) return undefined
@@ -130,6 +137,7 @@ type LayoutFields = Pick<
 
 /** True when both make the same IDs from the same parts (names aside). */
 export function sameLayout(a: LayoutFields, b: LayoutFields): boolean {
+  if (typeof b !== 'object' || b === null || !Array.isArray(b.order)) return false
   return (
     a.epoch === b.epoch &&
     a.timeUnitMs === b.timeUnitMs &&
@@ -205,7 +213,7 @@ export function readLayoutOptions(
     FIELD_NAMES.some((field) => !order.includes(field))
   ) {
     return fail(
-      `order must list each of ${FIELD_NAMES.join(', ')} once, got ${Array.isArray(order) ? `[${order.map((field) => describeValue(field)).join(', ')}]` : describeValue(order)}.`,
+      `order must name each of ${FIELD_NAMES.join(', ')} once, got ${Array.isArray(order) ? `[${order.map((field) => describeValue(field)).join(', ')}]` : describeValue(order)}.`,
     )
   }
   // Every instant an ID can carry must be a valid Date (at most 8.64e15 ms since 1970), so that
@@ -263,7 +271,7 @@ function readEpoch(value: LayoutOptions['epoch'], fail: (message: string) => nev
     const parsed = /^\d{1,16}$/.test(value) ? Number(value) : parseInstant(value)
     if (parsed === undefined) {
       return fail(
-        `epoch ${describeValue(value)} is not an ISO-8601 date or date-time (like '2025-01-01' or '2025-01-01T00:00:00Z') nor ms since 1970.`,
+        `epoch ${describeValue(value)} is not a valid instant: give an ISO-8601 date or date-time (like '2025-01-01' or '2025-01-01T00:00:00Z') or ms since 1970.`,
       )
     }
     ms = parsed

@@ -11,6 +11,7 @@ import {
   type FieldName,
   type LayoutDescription,
   type LayoutOptions,
+  describeInstant,
   readLayoutOptions,
   sameLayout,
 } from './layout-options'
@@ -212,7 +213,7 @@ export class Layout {
     const lastTime = this.timeLimit - 1
     if (start > lastTime) {
       throw new InvalidArgumentError(
-        `idRange: 'from' (${new Date(toMs(from, 'from')).toISOString()}) lies past the last time layout ${JSON.stringify(this.name)} can hold (${new Date(this.epoch + this.timeLimit * this.timeUnitMs).toISOString()}): no ID of it carries such a time.`,
+        `idRange: 'from' (${describeInstant(toMs(from, 'from'))}) lies past the last time layout ${JSON.stringify(this.name)} can hold (${new Date(this.epoch + this.timeLimit * this.timeUnitMs).toISOString()}): no ID of it carries such a time.`,
       )
     }
     const last = Math.min(end, lastTime)
@@ -278,7 +279,7 @@ export class Layout {
     const time = Math.floor((timestampMs - this.epoch) / this.timeUnitMs)
     if (time < 0 && !clamp) {
       throw new TimeExhaustedError(
-        `${new Date(timestampMs).toISOString()} lies before the epoch of layout ${JSON.stringify(this.name)} (${new Date(this.epoch).toISOString()}).`,
+        `${describeInstant(timestampMs)} lies before the epoch of layout ${JSON.stringify(this.name)} (${new Date(this.epoch).toISOString()}).`,
       )
     }
     return time
@@ -344,6 +345,14 @@ export class Layout {
    * @throws TimeExhaustedError when the time field is used up, or runs out within `marginMs`.
    */
   checkGenerating(now: number = Date.now(), marginMs = 0): number {
+    if (typeof now !== 'number' || !Number.isFinite(now)) {
+      throw new InvalidArgumentError(`now must be ms since 1970, got ${describeValue(now)}.`)
+    }
+    if (typeof marginMs !== 'number' || !(marginMs >= 0)) {
+      throw new InvalidArgumentError(
+        `marginMs must be a number of ms (0 or more), got ${describeValue(marginMs)}.`,
+      )
+    }
     if (this.decodeOnly) {
       throw new InvalidLayoutError(
         `Layout ${JSON.stringify(this.name)} is for decoding other systems' IDs; define your own layout to generate.`,

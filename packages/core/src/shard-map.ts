@@ -73,13 +73,9 @@ export class ShardMap<T> {
   }
 
   /** A map that puts every logical shard in `from`..`to` on one target. */
-  static single<T>(
-    sharding: Sharding,
-    target: T,
-    from = 0,
-    to = sharding.logicalShards - 1,
-  ): ShardMap<T> {
-    return new ShardMap(sharding, [{ from, to, target }])
+  static single<T>(sharding: Sharding, target: T, from = 0, to?: number): ShardMap<T> {
+    checkSharding(sharding, 'ShardMap.single')
+    return new ShardMap(sharding, [{ from, to: to ?? sharding.logicalShards - 1, target }])
   }
 
   /** The target holding a logical shard. @throws ShardOutOfRangeError when no range has it. */
@@ -145,11 +141,20 @@ export class ShardMap<T> {
  * @throws InvalidArgumentError on anything else.
  */
 export function parseShardRanges(text: string): { from: number; to: number }[] {
-  return String(text)
+  if (typeof text !== 'string') {
+    throw new InvalidArgumentError(
+      `A shard list is text like "0-99,200", got ${describeValue(text)}.`,
+    )
+  }
+  return text
     .split(',')
     .map((part) => {
       const match = /^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$/.exec(part)
-      if (!match) throw new InvalidArgumentError(`Not a shard list: ${JSON.stringify(text)}.`)
+      if (!match) {
+        throw new InvalidArgumentError(
+          `Not a shard list: ${describeValue(text)}. Write shards like "0-99,200" (or 'all').`,
+        )
+      }
       const from = Number(match[1])
       const to = match[2] === undefined ? from : Number(match[2])
       if (to < from) {
@@ -251,6 +256,11 @@ function checkSharding(sharding: unknown, who: string): void {
  * ```
  */
 export function formatShardList(shards: readonly number[]): string {
+  if (!Array.isArray(shards) || !shards.every((shard) => Number.isSafeInteger(shard))) {
+    throw new InvalidArgumentError(
+      `formatShardList takes a list of logical shards (whole numbers), got ${describeValue(shards)}.`,
+    )
+  }
   const parts: string[] = []
   for (let i = 0; i < shards.length; i++) {
     let j = i
