@@ -132,7 +132,7 @@ export function contextQueryRule(
         return use(shard) === true
       } catch (error) {
         throw new ConfigurationError(
-          `useContextQuery threw for logical shard ${shard}: ${error instanceof Error ? error.message : String(error)}. It must return true or false.`,
+          `useContextQuery threw for logical shard ${shard}: ${error instanceof Error ? error.message : describeValue(error)}. It must return true or false.`,
           { cause: error },
         )
       }

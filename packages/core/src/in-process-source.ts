@@ -338,7 +338,7 @@ export class InProcessSource implements SyncIdSource {
     const ms = this.clock()
     if (!Number.isFinite(ms)) {
       throw new ConfigurationError(
-        `The clock of this InProcessSource returned ${String(ms)}, not a number of ms since 1970: no ID was issued.`,
+        `The clock of this InProcessSource returned ${describeValue(ms)}, not a number of ms since 1970: no ID was issued.`,
       )
     }
     const time = Math.floor((ms - this.layout.epoch) / this.layout.timeUnitMs)

@@ -8,7 +8,7 @@ const MAX_DATE_MS = 8.64e15
 export function describeInstant(ms: number): string {
   return Number.isFinite(ms) && Math.abs(ms) <= MAX_DATE_MS
     ? new Date(ms).toISOString()
-    : `${String(ms)} ms since 1970`
+    : `${describeValue(ms)} ms since 1970`
 }
 
 const LAYOUT_OPTIONS = [
@@ -192,7 +192,7 @@ export function readLayoutOptions(
   }
   const width = (field: string, value: unknown, min: number, max: number): number => {
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-      fail(`${field} must be an integer from ${min} to ${max}, got ${String(value)}.`)
+      fail(`${field} must be an integer from ${min} to ${max}, got ${describeValue(value)}.`)
     }
     return value as number
   }

@@ -312,7 +312,7 @@ export class Layout {
     if (!Number.isInteger(shard) || shard < 0 || shard >= this.shardCount) {
       throw new ShardOutOfRangeError(
         shard,
-        `Shard ${String(shard)} is outside layout ${JSON.stringify(this.name)}, which has shards 0 to ${this.shardCount - 1}.`,
+        `Shard ${describeValue(shard)} is outside layout ${JSON.stringify(this.name)}, which has shards 0 to ${this.shardCount - 1}.`,
       )
     }
   }
@@ -421,7 +421,7 @@ function toMs(value: number | Date, what: string): number {
 function checkField(field: string, value: number, count: number): void {
   if (!Number.isInteger(value) || value < 0 || value >= count) {
     throw new InvalidArgumentError(
-      `${field} must be an integer from 0 to ${count - 1}, got ${String(value)}.`,
+      `${field} must be an integer from 0 to ${count - 1}, got ${describeValue(value)}.`,
     )
   }
 }

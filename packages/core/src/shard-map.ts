@@ -84,7 +84,7 @@ export class ShardMap<T> {
     if (!range) {
       throw new ShardOutOfRangeError(
         shard,
-        `Logical shard ${String(shard)} is not in the shard map (${this.describe()}).`,
+        `Logical shard ${describeValue(shard)} is not in the shard map (${this.describe()}).`,
       )
     }
     return range.target

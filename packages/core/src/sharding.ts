@@ -79,7 +79,7 @@ export class Sharding {
       logicalShards > layout.shardCount
     ) {
       throw new InvalidArgumentError(
-        `logicalShards must be an integer from 1 to ${layout.shardCount} (the shards layout ${JSON.stringify(layout.name)} can address), got ${String(logicalShards)}. Pick it once, at launch: it decides where every key goes.`,
+        `logicalShards must be an integer from 1 to ${layout.shardCount} (the shards layout ${JSON.stringify(layout.name)} can address), got ${describeValue(logicalShards)}. Pick it once, at launch: it decides where every key goes.`,
       )
     }
     this.layout = layout
@@ -286,7 +286,7 @@ export function checkShardRule(
   }
   if (keys[0] === 'shard') {
     if (!Number.isInteger(value) || (value as number) < 0) {
-      return fail(`has shard ${String(value)}, not a shard number`)
+      return fail(`has shard ${describeValue(value)}, not a shard number`)
     }
   } else if (typeof value === 'string' ? value.length === 0 : typeof value !== 'function') {
     return fail(`has ${keys[0]} ${describeValue(value)}, neither a field name nor a function`)

@@ -52,7 +52,7 @@ const KNOWN_CODES = new Set(
 )
 
 /** Same inputs on every run; bounded so the file stays fast. */
-const RUNS = { seed: 0x5eed, numRuns: 250 }
+const RUNS = { seed: Number(process.env.FUZZ_SEED ?? 0x5eed), numRuns: Number(process.env.FUZZ_RUNS ?? 250) }
 
 /** Runs `work` (sync or async) and records its outcome: 'ok' or a known code, else the test fails. */
 async function outcome(codes: Map<string, number>, work: () => unknown, input: unknown) {
