@@ -31,7 +31,18 @@ describe('the CLI refuses bad input in one line', () => {
     for (const argv of [
       ['layout', '--time-unit-ms', '1000000000000'],
       ['layout', '--epoch', '0', '--time-bits', '60', '--shard-bits', '2', '--sequence-bits', '2'],
-      ['decode', '5', '--epoch', '0', '--time-bits', '60', '--shard-bits', '2', '--sequence-bits', '2'],
+      [
+        'decode',
+        '5',
+        '--epoch',
+        '0',
+        '--time-bits',
+        '60',
+        '--shard-bits',
+        '2',
+        '--sequence-bits',
+        '2',
+      ],
       ['layout', '--epoch', 'x 1'],
       ['layout', '--epoch', 'hello 2020'],
       ['compose', '--timestamp', 'x 1', '--shard', '1'],
@@ -40,7 +51,9 @@ describe('the CLI refuses bad input in one line', () => {
       expectOneLineFailure(result, argv)
       expect(result.stderr, argv.join(' ')).toMatch(/\[(INVALID_LAYOUT|INVALID_ARGUMENT)\]$/)
     }
-    expect((await run('layout', '--epoch', 'x 1')).stderr).toMatch(/epoch "x 1" is not a valid instant/)
+    expect((await run('layout', '--epoch', 'x 1')).stderr).toMatch(
+      /epoch "x 1" is not a valid instant/,
+    )
     expect((await run('layout', '--epoch', '2020-01-01', '--json')).code).toBe(0)
   })
 
@@ -86,9 +99,13 @@ describe('the CLI refuses bad input in one line', () => {
 
   it('the installed command prints no stack trace', async () => {
     const bin = fileURLToPath(new URL('../bin/shardflake.mjs', import.meta.url))
-    const failed = await promisify(execFile)(process.execPath, [bin, 'layout', '--time-bits', '60', '--epoch', '0'], {
-      timeout: 30_000,
-    }).then(
+    const failed = await promisify(execFile)(
+      process.execPath,
+      [bin, 'layout', '--time-bits', '60', '--epoch', '0'],
+      {
+        timeout: 30_000,
+      },
+    ).then(
       () => undefined,
       (error: { code: number; stderr: string }) => error,
     )
@@ -117,7 +134,14 @@ describe('the CLI refuses bad input in one line', () => {
     )
     const value = fc.oneof(
       fc.constantFrom('0', '1', '31', '41', '60', '64', '1000000000000', '-1', '1.5', 'x 1', 'all'),
-      fc.constantFrom('2020-01-01', '2099-01-01', '2020-02-30', 'instagram', 'discord', 'sonyflake'),
+      fc.constantFrom(
+        '2020-01-01',
+        '2099-01-01',
+        '2020-02-30',
+        'instagram',
+        'discord',
+        'sonyflake',
+      ),
       fc.integer({ min: 0, max: 70 }).map(String),
       fc.bigInt({ min: -(1n << 64n), max: 1n << 65n }).map(String),
       fc.string({ maxLength: 12 }),

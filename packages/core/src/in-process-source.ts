@@ -9,8 +9,8 @@ import {
 import { checkContext, checkCount, type IdRequestContext, type SyncIdSource } from './id-source'
 import { checkKnownOptions, describeValue } from './known-options'
 import type { Layout } from './layout'
-import { checkListSize } from './shard-map'
 import { claimShards, lastClaimedTime, releaseShards } from './shard-claims'
+import { checkListSize } from './shard-map'
 import { requireSharding, type Sharding } from './sharding'
 import { readDuration, readSourceDuration } from './source-options'
 

@@ -46,7 +46,12 @@ export function parseInstant(text: string): number | undefined {
   const match = ISO_INSTANT.exec(text.trim())
   if (!match) return undefined
   const [, year, month, day, hour, minute, second, offset] = match
-  const iso = `${year}-${month}-${day}T${hour ?? '00'}:${minute ?? '00'}:${second ?? '00'}${text.trim().match(/\.\d{1,9}/)?.[0]?.slice(0, 4) ?? ''}${offset === undefined ? 'Z' : offset.length === 5 ? `${offset.slice(0, 3)}:${offset.slice(3)}` : offset}`
+  const iso = `${year}-${month}-${day}T${hour ?? '00'}:${minute ?? '00'}:${second ?? '00'}${
+    text
+      .trim()
+      .match(/\.\d{1,9}/)?.[0]
+      ?.slice(0, 4) ?? ''
+  }${offset === undefined ? 'Z' : offset.length === 5 ? `${offset.slice(0, 3)}:${offset.slice(3)}` : offset}`
   const ms = Date.parse(iso)
   if (!Number.isFinite(ms)) return undefined
   // Date.parse rolls 2025-02-30 over to March: a date that does not exist is refused.
@@ -175,7 +180,10 @@ export function readLayoutOptions(
     throw new InvalidLayoutError(`Layout ${JSON.stringify(name)}: ${message}`)
   }
   for (const key of Object.keys(options)) {
-    if (!LAYOUT_OPTIONS.includes(key) && (options as unknown as Record<string, unknown>)[key] !== undefined) {
+    if (
+      !LAYOUT_OPTIONS.includes(key) &&
+      (options as unknown as Record<string, unknown>)[key] !== undefined
+    ) {
       fail(`it has no option ${JSON.stringify(key)}. Known options: ${LAYOUT_OPTIONS.join(', ')}.`)
     }
   }

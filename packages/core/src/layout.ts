@@ -8,10 +8,10 @@ import {
 import { type IdInput, toBigInt, toSigned64, toUnsigned64 } from './id-value'
 import { describeValue } from './known-options'
 import {
+  describeInstant,
   type FieldName,
   type LayoutDescription,
   type LayoutOptions,
-  describeInstant,
   readLayoutOptions,
   sameLayout,
 } from './layout-options'

@@ -146,22 +146,20 @@ export function parseShardRanges(text: string): { from: number; to: number }[] {
       `A shard list is text like "0-99,200", got ${describeValue(text)}.`,
     )
   }
-  return text
-    .split(',')
-    .map((part) => {
-      const match = /^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$/.exec(part)
-      if (!match) {
-        throw new InvalidArgumentError(
-          `Not a shard list: ${describeValue(text)}. Write shards like "0-99,200" (or 'all').`,
-        )
-      }
-      const from = Number(match[1])
-      const to = match[2] === undefined ? from : Number(match[2])
-      if (to < from) {
-        throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
-      }
-      return { from, to }
-    })
+  return text.split(',').map((part) => {
+    const match = /^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$/.exec(part)
+    if (!match) {
+      throw new InvalidArgumentError(
+        `Not a shard list: ${describeValue(text)}. Write shards like "0-99,200" (or 'all').`,
+      )
+    }
+    const from = Number(match[1])
+    const to = match[2] === undefined ? from : Number(match[2])
+    if (to < from) {
+      throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
+    }
+    return { from, to }
+  })
 }
 
 /** Which logical shards: `'all'`, a list, an inclusive range, or a `"0-99,200"` string. */

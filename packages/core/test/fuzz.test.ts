@@ -15,8 +15,8 @@ import {
   defineLayout,
   defineSharding,
   type FieldName,
-  formatShardList,
   fnv1a32,
+  formatShardList,
   hashShard,
   InProcessSource,
   instagram,
@@ -52,12 +52,16 @@ const KNOWN_CODES = new Set(
 )
 
 /** Same inputs on every run; bounded so the file stays fast. */
-const RUNS = { seed: Number(process.env.FUZZ_SEED ?? 0x5eed), numRuns: Number(process.env.FUZZ_RUNS ?? 250) }
+const RUNS = {
+  seed: Number(process.env.FUZZ_SEED ?? 0x5eed),
+  numRuns: Number(process.env.FUZZ_RUNS ?? 250),
+}
 
 /** Runs `work` (sync or async) and records its outcome: 'ok' or a known code, else the test fails. */
 async function outcome(codes: Map<string, number>, work: () => unknown, input: unknown) {
   const result = await outcomeOf(work, input)
-  if (result !== 'ok') expect(KNOWN_CODES, `code ${result} for ${fc.stringify(input)}`).toContain(result)
+  if (result !== 'ok')
+    expect(KNOWN_CODES, `code ${result} for ${fc.stringify(input)}`).toContain(result)
   codes.set(result, (codes.get(result) ?? 0) + 1)
   return result
 }
@@ -449,7 +453,10 @@ describe('sources, any input', () => {
     })
     for (const shards of ['all', { from: 0, to: 2 ** 31 - 1 }] as const) {
       expect(() => new InProcessSource({ sharding: huge, shards })).toThrow(
-        expect.objectContaining({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/at most 1048576/) }),
+        expect.objectContaining({
+          code: 'INVALID_ARGUMENT',
+          message: expect.stringMatching(/at most 1048576/),
+        }),
       )
     }
     expect(() => readShardList('all', huge)).toThrow(/at most 1048576 can be listed/)
@@ -495,7 +502,8 @@ describe('sources, any input', () => {
           )
           await outcome(
             codes,
-            () => allocateIds(source as never, shards as never, context as never, allocate as never),
+            () =>
+              allocateIds(source as never, shards as never, context as never, allocate as never),
             input,
           )
           if (prefetch) {
@@ -592,5 +600,51 @@ describe('sources, any input', () => {
     )
     expect(codes.get('ok')).toBeGreaterThan(0)
     await unhandled.check(300)
+  })
+})
+
+describe('refused up front, typed', () => {
+  const sharding = defineSharding({
+    layout: defineLayout({ ...validLayout, name: 'fuzz-upfront', epoch: '2020-08-01' }),
+    logicalShards: 8,
+  })
+
+  it('a signal that is not an AbortSignal, startAfterMs NaN, a missing ShardMap or list', () => {
+    const source = new InProcessSource({ sharding, shards: 'all' })
+    try {
+      for (const signal of [{}, 'x', { aborted: true }]) {
+        expect(() => source.nextId(1, { signal } as never)).toThrow(
+          expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+        )
+        expect(() => source.nextIds(1, 2, { signal } as never)).toThrow(/must be an AbortSignal/)
+        expect(() => checkContext({ signal }, 'x')).toThrow(/must be an AbortSignal/)
+      }
+      expect(() =>
+        withDeadline(async () => 1, { timeoutMs: 10, what: 'x', signal: {} as never }),
+      ).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT' }))
+    } finally {
+      source.close()
+    }
+    expect(() => new InProcessSource({ sharding, shards: [5], startAfterMs: Number.NaN })).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/startAfterMs/),
+      }),
+    )
+    expect(() => new ShardMap(sharding, null as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    )
+    expect(() => readShardList('0-20000000', undefined as never)).toThrow(
+      /needs the application's sharding/,
+    )
+    expect(() => readShardList('0-2', instagram as never)).toThrow(
+      /needs the application's sharding/,
+    )
+    expect(() => allocateIds(source, null as never)).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    )
+    expect(() => new PrefetchSource(undefined as never, { size: 1 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    )
   })
 })
