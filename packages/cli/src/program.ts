@@ -2,6 +2,7 @@ import {
   type DecodedId,
   InvalidArgumentError,
   type Layout,
+  parseInstant,
   ShardflakeError,
 } from '@shardflake/core'
 import { Command, CommanderError } from 'commander'
@@ -96,8 +97,9 @@ export function createProgram(io: CliIo = processIo): Command {
 }
 
 /**
- * Runs the CLI with `argv` (without `node` and the script). Returns the exit code: 0, or 1 after
- * printing `error: <message>` for a ShardflakeError or a usage error.
+ * Runs the CLI with `argv` (without `node` and the script). Returns the exit code: 0, or non-zero
+ * after printing one line, `error: <message> [<CODE>]`, never a stack trace. A usage error prints
+ * commander's own line.
  */
 export async function runCli(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   const program = createProgram(io)
@@ -110,12 +112,25 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo): Pr
     if (error instanceof CommanderError) {
       return error.exitCode
     }
-    if (error instanceof ShardflakeError) {
-      io.stderr(`error: ${error.message}`)
-      return 1
-    }
-    throw error
+    io.stderr(errorLine(error))
+    return 1
   }
+}
+
+/** One line for any failure: its message and its code (a ShardflakeError's, or the error's own). */
+export function errorLine(error: unknown): string {
+  const oneLine = (text: string) => text.replace(/\s*\n\s*/g, ' ').trim()
+  if (error instanceof ShardflakeError) return `error: ${oneLine(error.message)} [${error.code}]`
+  const own = error as { code?: unknown; name?: unknown; message?: unknown } | null | undefined
+  const code =
+    typeof own?.code === 'string' && own.code !== ''
+      ? own.code
+      : typeof own?.name === 'string' && own.name !== ''
+        ? own.name
+        : 'UNEXPECTED'
+  const message =
+    typeof own?.message === 'string' && own.message !== '' ? own.message : String(error)
+  return `error: ${oneLine(message)} [${code}]`
 }
 
 function describeId(decoded: DecodedId) {
@@ -154,8 +169,12 @@ function formatRecord(record: Record<string, string | number>): string {
 }
 
 function parseTime(text: string): number {
-  const ms = /^\d+$/.test(text) ? Number(text) : Date.parse(text)
-  if (!Number.isFinite(ms)) throw new InvalidArgumentError(`Not a time: ${JSON.stringify(text)}.`)
+  const ms = /^\d{1,16}$/.test(text) ? Number(text) : parseInstant(text)
+  if (ms === undefined || !Number.isFinite(ms)) {
+    throw new InvalidArgumentError(
+      `Not a time: ${JSON.stringify(text)}. Give --timestamp as ms since 1970 or an ISO-8601 date or date-time (like 2025-01-01T00:00:00Z).`,
+    )
+  }
   return ms
 }
 

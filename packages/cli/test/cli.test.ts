@@ -82,7 +82,7 @@ describe('shardflake CLI', () => {
   it('exits 1 with a clear message on bad input', async () => {
     expect(await run('decode', 'abc')).toMatchObject({
       code: 1,
-      stderr: 'error: ID "abc" is not a decimal integer.',
+      stderr: 'error: ID "abc" is not a decimal integer. [INVALID_ID]',
     })
     const bits = await run('layout', '--time-bits', '50')
     expect(bits.code).toBe(1)

@@ -237,7 +237,7 @@ describe('shardflake sql/install mysql', () => {
     const missing = await run('install', 'mysql', '--url', url.toString(), ...sharding)
     expect(missing.code).toBe(1)
     expect(missing.stderr).toBe(
-      `error: Could not connect for the installation: the database the connection names does not exist on that server (Unknown database '${PREFIX}missing'). Fix the database in the URL or pool options, or leave it out (mysql://user@host:3306/): every logical shard has a database of its own.`,
+      `error: Could not connect for the installation: the database the connection names does not exist on that server (Unknown database '${PREFIX}missing'). Fix the database in the URL or pool options, or leave it out (mysql://user@host:3306/): every logical shard has a database of its own. [CONFIGURATION]`,
     )
     const garbage = await run('install', 'mysql', '--url', 'garbage', ...sharding)
     expect(garbage.code).toBe(1)

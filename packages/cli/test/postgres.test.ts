@@ -211,7 +211,7 @@ describe('shardflake sql/install postgres', () => {
       )
       expect(install.code).toBe(1)
       expect(install.stderr).toBe(
-        `error: Could not connect for the install (--url): 127.0.0.1:${port} accepted the connection but did not complete a PostgreSQL handshake within 300 ms. Check that the URL names a PostgreSQL server and its port (or raise --connect-timeout-ms).`,
+        `error: Could not connect for the install (--url): 127.0.0.1:${port} accepted the connection but did not complete a PostgreSQL handshake within 300 ms. Check that the URL names a PostgreSQL server and its port (or raise --connect-timeout-ms). [TIMED_OUT]`,
       )
       const move = await run(
         'move',

@@ -4,6 +4,7 @@ import {
   InvalidArgumentError,
   ShardOutOfRangeError,
 } from './errors'
+import { checkSignal } from './id-source'
 import { describeValue } from './known-options'
 import type { PrefetchOptions } from './prefetch-source'
 import { readShardList, type ShardList, ShardMap, type ShardRange } from './shard-map'
@@ -125,7 +126,18 @@ export function contextQueryRule(
   option: boolean | ((shard: number) => boolean) | undefined,
 ): (shard: number) => boolean {
   const use = option ?? false
-  if (typeof use === 'function') return (shard) => use(shard) === true
+  if (typeof use === 'function') {
+    return (shard) => {
+      try {
+        return use(shard) === true
+      } catch (error) {
+        throw new ConfigurationError(
+          `useContextQuery threw for logical shard ${shard}: ${error instanceof Error ? error.message : describeValue(error)}. It must return true or false.`,
+          { cause: error },
+        )
+      }
+    }
+  }
   if (typeof use !== 'boolean') {
     throw new InvalidArgumentError(
       `useContextQuery must be true, false or a function of the shard, got ${describeValue(use)}.`,
@@ -413,26 +425,5 @@ export class RunningCalls {
     const running = [...this.running]
     this.running.clear()
     for (const end of running) end()
-  }
-}
-
-/**
- * Throws unless `signal` is undefined or an `AbortSignal` (a caller passing `{}` would otherwise
- * meet a TypeError later, outside the call).
- * @throws InvalidArgumentError
- */
-function checkSignal(signal: unknown, what: string): asserts signal is AbortSignal | undefined {
-  if (signal === undefined) return
-  const candidate = signal as Partial<AbortSignal> | null
-  if (
-    typeof candidate !== 'object' ||
-    candidate === null ||
-    typeof candidate.aborted !== 'boolean' ||
-    typeof candidate.addEventListener !== 'function' ||
-    typeof candidate.removeEventListener !== 'function'
-  ) {
-    throw new InvalidArgumentError(
-      `The signal for ${what} must be an AbortSignal (from an AbortController), got ${describeValue(signal)}.`,
-    )
   }
 }

@@ -1,4 +1,7 @@
-import { CancelledError, TimedOutError } from './errors'
+import { CancelledError, InvalidArgumentError, TimedOutError } from './errors'
+import { checkSignal } from './id-source'
+import { describeValue } from './known-options'
+import { MAX_DURATION_MS, readDuration } from './source-options'
 
 /** What {@link withDeadline} takes. */
 export interface DeadlineOptions {
@@ -32,7 +35,24 @@ export interface DeadlineOptions {
  * ```
  */
 export function withDeadline<T>(work: () => Promise<T>, options: DeadlineOptions): Promise<T> {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidArgumentError(
+      `withDeadline needs options { timeoutMs, what, signal?, onGiveUp? }, got ${describeValue(options)}.`,
+    )
+  }
   const { timeoutMs, signal, what } = options
+  if (typeof work !== 'function') {
+    throw new InvalidArgumentError(
+      `withDeadline needs the work as a function returning a promise, got ${describeValue(work)}.`,
+    )
+  }
+  readDuration('timeoutMs', timeoutMs, 0, { max: MAX_DURATION_MS })
+  checkSignal(signal, String(what))
+  if (options.onGiveUp !== undefined && typeof options.onGiveUp !== 'function') {
+    throw new InvalidArgumentError(
+      `withDeadline's onGiveUp must be a function, got ${describeValue(options.onGiveUp)}.`,
+    )
+  }
   throwIfCancelled(signal, what)
   return new Promise<T>((resolve, reject) => {
     let settled = false
@@ -67,7 +87,13 @@ export function withDeadline<T>(work: () => Promise<T>, options: DeadlineOptions
       timeoutMs,
     )
     signal?.addEventListener('abort', onAbort, { once: true })
-    work().then(
+    let started: Promise<T>
+    try {
+      started = Promise.resolve(work())
+    } catch (error) {
+      started = Promise.reject(error)
+    }
+    started.then(
       (value) => finish(() => resolve(value)),
       (error: unknown) => finish(() => reject(error)),
     )
@@ -79,6 +105,7 @@ export function withDeadline<T>(work: () => Promise<T>, options: DeadlineOptions
  * @throws CancelledError
  */
 export function throwIfCancelled(signal: AbortSignal | undefined, what: string): void {
+  checkSignal(signal, what)
   if (signal?.aborted) {
     throw new CancelledError(`The call to ${what} was cancelled by the caller before it started.`, {
       cause: signal.reason,

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from './errors'
-import { describeValue } from './known-options'
+import { checkKnownOptions, describeValue } from './known-options'
 import type { Sharding } from './sharding'
 
 /**
@@ -138,6 +138,60 @@ export function checkCount(count: number): void {
   }
 }
 
+/**
+ * Throws unless `context` is `undefined` or an {@link IdRequestContext}: an object whose `signal`,
+ * when given, is an `AbortSignal` and whose `query`, when given, is a function. Sources call it
+ * first thing, so a wrong value fails at once, typed, and never later in a timer.
+ * @param what names the call in the message ("nextIds of shard 5").
+ * @throws InvalidArgumentError
+ * @example
+ * ```ts
+ * import { checkContext } from '@shardflake/core'
+ *
+ * checkContext({ signal: AbortSignal.timeout(500) }, 'nextId') // passes
+ * checkContext({ signal: {} }, 'nextId') // throws InvalidArgumentError
+ * ```
+ */
+export function checkContext(context: unknown, what: string): void {
+  if (context === undefined) return
+  if (typeof context !== 'object' || context === null || Array.isArray(context)) {
+    throw new InvalidArgumentError(
+      `The context of ${what} must be an object { query?, signal? } or undefined, got ${describeValue(context)}.`,
+    )
+  }
+  const { signal, query } = context as { signal?: unknown; query?: unknown }
+  checkSignal(signal, what)
+  if (query !== undefined && typeof query !== 'function') {
+    throw new InvalidArgumentError(
+      `context.query of ${what} must be a function (sql, params) => rows, got ${describeValue(query)}.`,
+    )
+  }
+}
+
+/**
+ * Throws unless `signal` is undefined or an `AbortSignal` (a caller passing `{}` would otherwise
+ * meet a TypeError later, outside the call).
+ * @throws InvalidArgumentError
+ */
+export function checkSignal(
+  signal: unknown,
+  what: string,
+): asserts signal is AbortSignal | undefined {
+  if (signal === undefined) return
+  const candidate = signal as Partial<AbortSignal> | null
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.aborted !== 'boolean' ||
+    typeof candidate.addEventListener !== 'function' ||
+    typeof candidate.removeEventListener !== 'function'
+  ) {
+    throw new InvalidArgumentError(
+      `The signal for ${what} must be an AbortSignal (from an AbortController), got ${describeValue(signal)}.`,
+    )
+  }
+}
+
 /** Options of {@link allocateIds}. */
 export interface AllocateOptions {
   /**
@@ -177,6 +231,24 @@ export function allocateIds(
   context?: IdRequestContext,
   options?: AllocateOptions,
 ): bigint[] | Promise<bigint[]> {
+  const candidate = source as Partial<IdSource> | null | undefined
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.nextIds !== 'function' ||
+    typeof candidate.nextId !== 'function'
+  ) {
+    throw new InvalidArgumentError(
+      `allocateIds needs a source (an IdSource such as an InProcessSource or PostgresSource), got ${describeValue(source)}.`,
+    )
+  }
+  if (!Array.isArray(shards)) {
+    throw new InvalidArgumentError(
+      `allocateIds takes the shard of each new row as a list, got ${describeValue(shards)}.`,
+    )
+  }
+  checkContext(context, 'allocateIds')
+  if (options !== undefined) checkKnownOptions('allocateIds options', options, ['singleNextId'])
   const positions = new Map<number, number[]>()
   shards.forEach((shard, index) => {
     const list = positions.get(shard)

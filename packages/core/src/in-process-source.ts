@@ -6,9 +6,11 @@ import {
   ShardOutOfRangeError,
   ShardOverloadedError,
 } from './errors'
-import { checkCount, type SyncIdSource } from './id-source'
+import { checkContext, checkCount, type IdRequestContext, type SyncIdSource } from './id-source'
+import { checkKnownOptions, describeValue } from './known-options'
 import type { Layout } from './layout'
 import { claimShards, lastClaimedTime, releaseShards } from './shard-claims'
+import { checkListSize } from './shard-map'
 import { requireSharding, type Sharding } from './sharding'
 import { readDuration, readSourceDuration } from './source-options'
 
@@ -81,6 +83,21 @@ interface ShardState {
   seen: number
 }
 
+const IN_PROCESS_OPTIONS = [
+  'sharding',
+  'worker',
+  'shards',
+  'maxDriftMs',
+  'maxWaitMs',
+  'startAfterMs',
+  'guard',
+  'clock',
+  'sleep',
+]
+
+/** Sequence values up to this many are converted to bigints once, in the constructor. */
+const SEQUENCE_TABLE = 65_536
+
 const waitCell = new Int32Array(new SharedArrayBuffer(4))
 const blockingSleep = (ms: number) => {
   Atomics.wait(waitCell, 0, 0, ms)
@@ -142,7 +159,8 @@ export class InProcessSource implements SyncIdSource {
    * the shards.
    */
   constructor(options: InProcessSourceOptions) {
-    const sharding = requireSharding(options?.sharding, 'InProcessSource')
+    checkKnownOptions('InProcessSource options', options, IN_PROCESS_OPTIONS)
+    const sharding = requireSharding(options.sharding, 'InProcessSource')
     const { layout } = sharding
     layout.checkGenerating()
     if (layout.order.indexOf('sequence') !== 3) {
@@ -157,6 +175,22 @@ export class InProcessSource implements SyncIdSource {
         `Layout ${JSON.stringify(layout.name)} has no worker bits, so an in-process source must be told which logical shards this process owns exclusively: pass shards ('all' when this is the only process making IDs).`,
       )
     }
+    const startAfterMs: unknown = options.startAfterMs
+    if (
+      startAfterMs !== undefined &&
+      (typeof startAfterMs !== 'number' || !Number.isFinite(startAfterMs))
+    ) {
+      throw new InvalidArgumentError(
+        `startAfterMs must be a finite number of ms since 1970, got ${describeValue(startAfterMs)}.`,
+      )
+    }
+    for (const hook of ['guard', 'clock', 'sleep'] as const) {
+      if (options[hook] !== undefined && typeof options[hook] !== 'function') {
+        throw new InvalidArgumentError(
+          `InProcessSource option ${hook} must be a function, got ${describeValue(options[hook])}.`,
+        )
+      }
+    }
     const maxDriftMs = readDuration('maxDriftMs', options.maxDriftMs, 10)
     const maxWaitMs = readSourceDuration('maxWaitMs', options.maxWaitMs, {
       max: 60_000,
@@ -170,7 +204,12 @@ export class InProcessSource implements SyncIdSource {
     this.maxWaitMs = maxWaitMs
     this.clock = options.clock ?? Date.now
     this.sleep = options.sleep ?? blockingSleep
-    this.sequences = Array.from({ length: layout.maxSequence + 1 }, (_, i) => BigInt(i))
+    // Sequence values as bigints, made once: a bigint per ID costs time. A wide sequence field
+    // (up to 31 bits) would make this table too large; then each value is converted as issued.
+    this.sequences = Array.from(
+      { length: Math.min(layout.maxSequence + 1, SEQUENCE_TABLE) },
+      (_, i) => BigInt(i),
+    )
     this.workerPart = BigInt(this.worker) << layout.shifts.worker
   }
 
@@ -196,20 +235,22 @@ export class InProcessSource implements SyncIdSource {
   }
 
   /** One new ID for `shard`. */
-  nextId(shard: number): bigint {
+  nextId(shard: number, context?: IdRequestContext): bigint {
+    if (context !== undefined) checkContext(context, 'InProcessSource.nextId')
     const state = this.state(shard)
     this.advance(state, shard)
-    return state.base + this.sequences[state.sequence]!
+    return state.base + (this.sequences[state.sequence] ?? BigInt(state.sequence))
   }
 
   /** `count` new ascending IDs for `shard`. */
-  nextIds(shard: number, count: number): bigint[] {
+  nextIds(shard: number, count: number, context?: IdRequestContext): bigint[] {
     checkCount(count)
+    if (context !== undefined) checkContext(context, 'InProcessSource.nextIds')
     const state = this.state(shard)
     const ids = new Array<bigint>(count)
     for (let i = 0; i < count; i++) {
       this.advance(state, shard)
-      ids[i] = state.base + this.sequences[state.sequence]!
+      ids[i] = state.base + (this.sequences[state.sequence] ?? BigInt(state.sequence))
     }
     return ids
   }
@@ -297,7 +338,7 @@ export class InProcessSource implements SyncIdSource {
     const ms = this.clock()
     if (!Number.isFinite(ms)) {
       throw new ConfigurationError(
-        `The clock of this InProcessSource returned ${String(ms)}, not a number of ms since 1970: no ID was issued.`,
+        `The clock of this InProcessSource returned ${describeValue(ms)}, not a number of ms since 1970: no ID was issued.`,
       )
     }
     const time = Math.floor((ms - this.layout.epoch) / this.layout.timeUnitMs)
@@ -333,6 +374,7 @@ function readSelection(
 ): [(shard: number) => boolean, string, number[]] {
   const { logicalShards } = sharding
   if (selection === 'all') {
+    checkListSize(logicalShards, selection)
     return [
       (shard) => Number.isInteger(shard) && shard >= 0 && shard < logicalShards,
       `all ${logicalShards} logical shards`,
@@ -342,6 +384,7 @@ function readSelection(
   if (Array.isArray(selection)) {
     const list = selection as readonly number[]
     if (list.length === 0) throw new ConfigurationError('shards must not be an empty list.')
+    checkListSize(list.length, selection)
     for (const shard of list) sharding.checkShard(shard)
     const set = new Set(list)
     return [
@@ -350,10 +393,16 @@ function readSelection(
       [...set],
     ]
   }
-  const { from, to } = (selection ?? {}) as { from: number; to: number }
+  if (typeof selection !== 'object' || selection === null) {
+    throw new ConfigurationError(
+      `shards must be 'all', a list of logical shards or a { from, to } range, got ${describeValue(selection)}.`,
+    )
+  }
+  const { from, to } = selection as { from: number; to: number }
   sharding.checkShard(from)
   sharding.checkShard(to)
   if (to < from) throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
+  checkListSize(to - from + 1, selection)
   return [
     (shard) => Number.isInteger(shard) && shard >= from && shard <= to,
     `shards ${from}-${to}`,

@@ -24,7 +24,9 @@ export type { FanOutOptions, FanOutRun } from './fan-out'
 export {
   type AllocateOptions,
   allocateIds,
+  checkContext,
   checkCount,
+  checkSignal,
   type IdRequestContext,
   type IdSource,
   isSyncSource,
@@ -41,7 +43,12 @@ export {
 export { jsonReplacer, stringifyIds } from './json'
 export { checkKnownOptions, describeValue } from './known-options'
 export { type DecodedId, defineLayout, type IdParts, type IdRange, Layout } from './layout'
-export type { FieldName, LayoutDescription, LayoutOptions } from './layout-options'
+export {
+  type FieldName,
+  type LayoutDescription,
+  type LayoutOptions,
+  parseInstant,
+} from './layout-options'
 export {
   allWorkersHeld,
   LEASE_DEFAULTS,
@@ -112,6 +119,7 @@ export {
 } from './shard-key'
 export {
   formatShardList,
+  MAX_LISTED_SHARDS,
   parseShardRanges,
   readShardList,
   type ShardList,

@@ -6,7 +6,9 @@ import {
   TimeExhaustedError,
 } from './errors'
 import { type IdInput, toBigInt, toSigned64, toUnsigned64 } from './id-value'
+import { describeValue } from './known-options'
 import {
+  describeInstant,
   type FieldName,
   type LayoutDescription,
   type LayoutOptions,
@@ -138,6 +140,11 @@ export class Layout {
    * `allowSignBit`.
    */
   compose(parts: IdParts): bigint {
+    if (typeof parts !== 'object' || parts === null) {
+      throw new InvalidArgumentError(
+        `compose takes the parts of an ID: { timestamp, shard, sequence, worker? }, got ${describeValue(parts)}.`,
+      )
+    }
     const timestamp = parts.timestamp instanceof Date ? parts.timestamp.getTime() : parts.timestamp
     if (!Number.isFinite(timestamp)) {
       throw new InvalidArgumentError(`timestamp must be a finite number of ms or a valid Date.`)
@@ -180,25 +187,46 @@ export class Layout {
   /**
    * The smallest and largest ID that can carry a time in `[from, to]` (both inclusive), for
    * range queries on the primary key instead of an index on a timestamp column:
-   * `WHERE id BETWEEN min AND max`. Times before the epoch clamp to it.
+   * `WHERE id BETWEEN min AND max`.
    *
+   * The range is **clamped** to the times the layout can hold: a `from` before the epoch starts at
+   * the epoch, a `to` past the layout's last time (where its time field runs out, or, without
+   * `allowSignBit`, where its IDs would turn negative) ends there. So `min <= max` always holds and
+   * both are IDs of this layout. A range that lies wholly outside is refused rather than clamped
+   * to a range that would match other times' IDs.
+   *
+   * @throws InvalidArgumentError when `to` lies before `from` or before the epoch, when `from`
+   *   lies past the layout's last time, or (with `allowSignBit`) when the range spans the instant
+   *   IDs turn negative: no single `BETWEEN` covers both signs; query both halves, split at
+   *   `negativeFrom`.
    * @example
    * ```ts
    * const { min, max } = instagram.idRange(new Date('2024-01-01'), new Date('2024-02-01'))
    * ```
    */
   idRange(from: number | Date, to: number | Date): IdRange {
-    const start = Math.max(0, this.timeAt(toMs(from), true))
-    const end = this.timeAt(toMs(to), true)
+    const start = Math.max(0, this.timeAt(toMs(from, 'from'), true))
+    const end = this.timeAt(toMs(to, 'to'), true)
     if (end < start) {
       throw new InvalidArgumentError(`idRange: 'to' lies before 'from' (or before the epoch).`)
     }
-    const last = Math.min(end, 2 ** this.timeBits - 1)
+    const lastTime = this.timeLimit - 1
+    if (start > lastTime) {
+      throw new InvalidArgumentError(
+        `idRange: 'from' (${describeInstant(toMs(from, 'from'))}) lies past the last time layout ${JSON.stringify(this.name)} can hold (${new Date(this.epoch + this.timeLimit * this.timeUnitMs).toISOString()}): no ID of it carries such a time.`,
+      )
+    }
+    const last = Math.min(end, lastTime)
     const timeMask = ((1n << BigInt(this.timeBits)) - 1n) << this.shifts.time
     const allOnes = (1n << BigInt(this.totalBits)) - 1n
-    const min = BigInt(start) << this.shifts.time
-    const max = (BigInt(last) << this.shifts.time) | (allOnes & ~timeMask)
-    return { min: toSigned64(min), max: toSigned64(max) }
+    const min = toSigned64(BigInt(start) << this.shifts.time)
+    const max = toSigned64((BigInt(last) << this.shifts.time) | (allOnes & ~timeMask))
+    if (min > max) {
+      throw new InvalidArgumentError(
+        `idRange: the range spans ${this.negativeFrom?.toISOString()}, where IDs of layout ${JSON.stringify(this.name)} turn negative in a signed BIGINT, so no single BETWEEN covers it. Query two ranges, split at layout.negativeFrom.`,
+      )
+    }
+    return { min, max }
   }
 
   /** The signed 64-bit spelling of an ID (what BIGINT stores). */
@@ -243,10 +271,15 @@ export class Layout {
    * @throws TimeExhaustedError for an instant before the epoch, unless `clamp` (then it may be negative).
    */
   timeAt(timestampMs: number, clamp = false): number {
+    if (typeof timestampMs !== 'number' || !Number.isFinite(timestampMs)) {
+      throw new InvalidArgumentError(
+        `A timestamp must be a finite number of ms since 1970, got ${describeValue(timestampMs)}.`,
+      )
+    }
     const time = Math.floor((timestampMs - this.epoch) / this.timeUnitMs)
     if (time < 0 && !clamp) {
       throw new TimeExhaustedError(
-        `${new Date(timestampMs).toISOString()} lies before the epoch of layout ${JSON.stringify(this.name)} (${new Date(this.epoch).toISOString()}).`,
+        `${describeInstant(timestampMs)} lies before the epoch of layout ${JSON.stringify(this.name)} (${new Date(this.epoch).toISOString()}).`,
       )
     }
     return time
@@ -279,7 +312,7 @@ export class Layout {
     if (!Number.isInteger(shard) || shard < 0 || shard >= this.shardCount) {
       throw new ShardOutOfRangeError(
         shard,
-        `Shard ${String(shard)} is outside layout ${JSON.stringify(this.name)}, which has shards 0 to ${this.shardCount - 1}.`,
+        `Shard ${describeValue(shard)} is outside layout ${JSON.stringify(this.name)}, which has shards 0 to ${this.shardCount - 1}.`,
       )
     }
   }
@@ -289,6 +322,11 @@ export class Layout {
    * @throws TimeExhaustedError
    */
   checkTime(time: number): void {
+    if (!Number.isInteger(time) || time < 0) {
+      throw new InvalidArgumentError(
+        `time must be a whole number of time units since the epoch (0 or more), got ${describeValue(time)}.`,
+      )
+    }
     if (time >= this.timeLimit) {
       const signBit = this.timeLimit < 2 ** this.timeBits
       throw new TimeExhaustedError(
@@ -307,6 +345,14 @@ export class Layout {
    * @throws TimeExhaustedError when the time field is used up, or runs out within `marginMs`.
    */
   checkGenerating(now: number = Date.now(), marginMs = 0): number {
+    if (typeof now !== 'number' || !Number.isFinite(now)) {
+      throw new InvalidArgumentError(`now must be ms since 1970, got ${describeValue(now)}.`)
+    }
+    if (typeof marginMs !== 'number' || !(marginMs >= 0)) {
+      throw new InvalidArgumentError(
+        `marginMs must be a number of ms (0 or more), got ${describeValue(marginMs)}.`,
+      )
+    }
     if (this.decodeOnly) {
       throw new InvalidLayoutError(
         `Layout ${JSON.stringify(this.name)} is for decoding other systems' IDs; define your own layout to generate.`,
@@ -362,16 +408,20 @@ export function defineLayout(options: LayoutOptions): Layout {
   return new Layout(options)
 }
 
-function toMs(value: number | Date): number {
+function toMs(value: number | Date, what: string): number {
   const ms = value instanceof Date ? value.getTime() : value
-  if (!Number.isFinite(ms)) throw new InvalidArgumentError(`Not a valid time: ${String(value)}.`)
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) {
+    throw new InvalidArgumentError(
+      `idRange: '${what}' must be a Date or ms since 1970, got ${value instanceof Date ? 'an invalid Date' : describeValue(value)}.`,
+    )
+  }
   return ms
 }
 
 function checkField(field: string, value: number, count: number): void {
   if (!Number.isInteger(value) || value < 0 || value >= count) {
     throw new InvalidArgumentError(
-      `${field} must be an integer from 0 to ${count - 1}, got ${String(value)}.`,
+      `${field} must be an integer from 0 to ${count - 1}, got ${describeValue(value)}.`,
     )
   }
 }

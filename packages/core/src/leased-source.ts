@@ -4,7 +4,7 @@ import {
   InvalidArgumentError,
   LeaseExpiredError,
 } from './errors'
-import { checkCount, type SyncIdSource } from './id-source'
+import { checkContext, checkCount, type IdRequestContext, type SyncIdSource } from './id-source'
 import { InProcessSource } from './in-process-source'
 import { checkKnownOptions } from './known-options'
 import { LEASE_DEFAULTS, type LeaseRegistry, type WorkerLease } from './lease-registry'
@@ -159,13 +159,15 @@ export class LeasedSource implements SyncIdSource {
     return this.current
   }
 
-  nextId(shard: number): bigint {
+  nextId(shard: number, context?: IdRequestContext): bigint {
+    if (context !== undefined) checkContext(context, 'LeasedSource.nextId')
     this.check()
     return this.generator.nextId(shard)
   }
 
-  nextIds(shard: number, count: number): bigint[] {
+  nextIds(shard: number, count: number, context?: IdRequestContext): bigint[] {
     checkCount(count)
+    if (context !== undefined) checkContext(context, 'LeasedSource.nextIds')
     this.check()
     return this.generator.nextIds(shard, count)
   }

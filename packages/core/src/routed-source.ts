@@ -1,6 +1,7 @@
 import { throwIfCancelled } from './deadline'
-import { ConfigurationError } from './errors'
-import { checkCount, type IdRequestContext, type IdSource } from './id-source'
+import { ConfigurationError, InvalidArgumentError } from './errors'
+import { checkContext, checkCount, type IdRequestContext, type IdSource } from './id-source'
+import { describeValue } from './known-options'
 import { ShardMap, type ShardRange } from './shard-map'
 import type { Sharding } from './sharding'
 
@@ -33,7 +34,21 @@ export class RoutedSource implements IdSource {
   readonly shardMap: ShardMap<IdSource>
 
   constructor(sharding: Sharding, ranges: readonly ShardRange<IdSource>[]) {
-    for (const { target, from, to } of ranges) {
+    // Shape first (sharding, ranges, bounds); then what each target makes.
+    const map = new ShardMap(sharding, ranges)
+    for (const { target, from, to } of map.ranges) {
+      const source = target as Partial<IdSource> | null
+      if (
+        typeof source !== 'object' ||
+        source === null ||
+        typeof source.nextId !== 'function' ||
+        typeof source.nextIds !== 'function' ||
+        typeof source.close !== 'function'
+      ) {
+        throw new InvalidArgumentError(
+          `The target of shards ${from}-${to} must be an ID source (nextId, nextIds, close), got ${describeValue(target)}.`,
+        )
+      }
       if (!target.sharding) {
         throw new ConfigurationError(
           `The source for shards ${from}-${to} makes IDs without a layout (a ticket server): their shard could not be read back, so co-located rows would land on the wrong shard. Route only sources of the application's sharding.`,
@@ -42,12 +57,13 @@ export class RoutedSource implements IdSource {
       sharding.checkSame(target.sharding, `The source for shards ${from}-${to}`)
     }
     this.sharding = sharding
-    this.shardMap = new ShardMap(sharding, ranges)
+    this.shardMap = map
     this.synchronous = this.shardMap.targets().every((source) => source.synchronous)
   }
 
   nextId(shard: number, context?: IdRequestContext): bigint | Promise<bigint> {
     const call = () => {
+      checkContext(context, `the source of shard ${shard}`)
       throwIfCancelled(context?.signal, `the source of shard ${shard}`)
       return this.shardMap.targetFor(shard).nextId(shard, context)
     }
@@ -58,6 +74,7 @@ export class RoutedSource implements IdSource {
   nextIds(shard: number, count: number, context?: IdRequestContext): bigint[] | Promise<bigint[]> {
     const call = () => {
       checkCount(count)
+      checkContext(context, `the source of shard ${shard}`)
       throwIfCancelled(context?.signal, `the source of shard ${shard}`)
       return this.shardMap.targetFor(shard).nextIds(shard, count, context)
     }

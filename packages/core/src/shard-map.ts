@@ -35,6 +35,19 @@ export class ShardMap<T> {
    * @throws ShardOutOfRangeError for bounds outside the logical shards.
    */
   constructor(sharding: Sharding, ranges: readonly ShardRange<T>[]) {
+    checkSharding(sharding, 'ShardMap')
+    if (!Array.isArray(ranges)) {
+      throw new InvalidArgumentError(
+        `ShardMap takes a list of ranges [{ from, to, target }], got ${describeValue(ranges)}.`,
+      )
+    }
+    ranges.forEach((range: unknown, index) => {
+      if (typeof range !== 'object' || range === null || Array.isArray(range)) {
+        throw new InvalidArgumentError(
+          `ShardMap range ${index} must be { from, to, target }, got ${describeValue(range)}.`,
+        )
+      }
+    })
     // Bounds first: sorting compares them, and a bigint or a string would not compare as a shard.
     for (const range of ranges) {
       sharding.checkShard(range.from)
@@ -60,13 +73,9 @@ export class ShardMap<T> {
   }
 
   /** A map that puts every logical shard in `from`..`to` on one target. */
-  static single<T>(
-    sharding: Sharding,
-    target: T,
-    from = 0,
-    to = sharding.logicalShards - 1,
-  ): ShardMap<T> {
-    return new ShardMap(sharding, [{ from, to, target }])
+  static single<T>(sharding: Sharding, target: T, from = 0, to?: number): ShardMap<T> {
+    checkSharding(sharding, 'ShardMap.single')
+    return new ShardMap(sharding, [{ from, to: to ?? sharding.logicalShards - 1, target }])
   }
 
   /** The target holding a logical shard. @throws ShardOutOfRangeError when no range has it. */
@@ -75,7 +84,7 @@ export class ShardMap<T> {
     if (!range) {
       throw new ShardOutOfRangeError(
         shard,
-        `Logical shard ${String(shard)} is not in the shard map (${this.describe()}).`,
+        `Logical shard ${describeValue(shard)} is not in the shard map (${this.describe()}).`,
       )
     }
     return range.target
@@ -132,18 +141,25 @@ export class ShardMap<T> {
  * @throws InvalidArgumentError on anything else.
  */
 export function parseShardRanges(text: string): { from: number; to: number }[] {
-  return String(text)
-    .split(',')
-    .map((part) => {
-      const match = /^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$/.exec(part)
-      if (!match) throw new InvalidArgumentError(`Not a shard list: ${JSON.stringify(text)}.`)
-      const from = Number(match[1])
-      const to = match[2] === undefined ? from : Number(match[2])
-      if (to < from) {
-        throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
-      }
-      return { from, to }
-    })
+  if (typeof text !== 'string') {
+    throw new InvalidArgumentError(
+      `A shard list is text like "0-99,200", got ${describeValue(text)}.`,
+    )
+  }
+  return text.split(',').map((part) => {
+    const match = /^\s*(\d{1,15})\s*(?:-\s*(\d{1,15})\s*)?$/.exec(part)
+    if (!match) {
+      throw new InvalidArgumentError(
+        `Not a shard list: ${describeValue(text)}. Write shards like "0-99,200" (or 'all').`,
+      )
+    }
+    const from = Number(match[1])
+    const to = match[2] === undefined ? from : Number(match[2])
+    if (to < from) {
+      throw new InvalidArgumentError(`Shard range ${part.trim()} ends before it starts.`)
+    }
+    return { from, to }
+  })
 }
 
 /** Which logical shards: `'all'`, a list, an inclusive range, or a `"0-99,200"` string. */
@@ -164,6 +180,7 @@ export type ShardList = 'all' | readonly number[] | string | { from: number; to:
  * @throws ShardOutOfRangeError for a shard outside the logical shards.
  */
 export function readShardList(shards: ShardList, sharding: Sharding): number[] {
+  checkSharding(sharding, 'readShardList')
   let ranges: { from: number; to: number }[]
   if (shards === 'all') ranges = [{ from: 0, to: sharding.logicalShards - 1 }]
   else if (typeof shards === 'string') ranges = parseShardRanges(shards)
@@ -177,16 +194,56 @@ export function readShardList(shards: ShardList, sharding: Sharding): number[] {
     )
   }
   if (ranges.length === 0) throw new InvalidArgumentError('No shards given.')
-  for (const { from, to } of ranges) {
+  let count = 0
+  for (const range of ranges) {
+    if (typeof range !== 'object' || range === null) {
+      throw new InvalidArgumentError(
+        `shards must be 'all', a list, a { from, to } range or a "0-99,200" string, got a range ${describeValue(range)}.`,
+      )
+    }
+    const { from, to } = range
     sharding.checkShard(from)
     sharding.checkShard(to)
     if (to < from) {
       throw new InvalidArgumentError(`Shard range ${from}-${to} ends before it starts.`)
     }
+    count += to - from + 1
   }
+  checkListSize(count, shards)
   const set = new Set<number>()
   for (const { from, to } of ranges) for (let shard = from; shard <= to; shard++) set.add(shard)
   return [...set].sort((a, b) => a - b)
+}
+
+/**
+ * The most logical shards one list may expand to: {@link readShardList}, an in-process source's
+ * `shards`, an installer's `shards`. A layout with 31 shard bits has 2^31 logical shards; listing
+ * all of them would fill the process's memory, so such a list is refused at once.
+ */
+export const MAX_LISTED_SHARDS = 1_048_576
+
+/** @throws InvalidArgumentError when a list of `count` shards is longer than {@link MAX_LISTED_SHARDS}. */
+export function checkListSize(count: number, shards: unknown): void {
+  if (count > MAX_LISTED_SHARDS) {
+    throw new InvalidArgumentError(
+      `The shards ${typeof shards === 'string' ? JSON.stringify(shards) : '(a list)'} are ${count} logical shards; at most ${MAX_LISTED_SHARDS} can be listed at once. Give fewer shards (a range such as "0-999") per process or installer run, or use fewer logicalShards.`,
+    )
+  }
+}
+
+/** @throws InvalidArgumentError unless `sharding` is a Sharding (from defineSharding). */
+function checkSharding(sharding: unknown, who: string): void {
+  const candidate = sharding as Partial<Sharding> | null | undefined
+  if (
+    typeof candidate !== 'object' ||
+    candidate === null ||
+    typeof candidate.logicalShards !== 'number' ||
+    typeof candidate.checkShard !== 'function'
+  ) {
+    throw new InvalidArgumentError(
+      `${who} needs the application's sharding (defineSharding({ layout, logicalShards })), got ${describeValue(sharding)}.`,
+    )
+  }
 }
 
 /**
@@ -197,6 +254,11 @@ export function readShardList(shards: ShardList, sharding: Sharding): number[] {
  * ```
  */
 export function formatShardList(shards: readonly number[]): string {
+  if (!Array.isArray(shards) || !shards.every((shard) => Number.isSafeInteger(shard))) {
+    throw new InvalidArgumentError(
+      `formatShardList takes a list of logical shards (whole numbers), got ${describeValue(shards)}.`,
+    )
+  }
   const parts: string[] = []
   for (let i = 0; i < shards.length; i++) {
     let j = i

@@ -9,7 +9,7 @@ import {
 import { type IdInput, toBigInt } from './id-value'
 import { checkKnownOptions, describeValue } from './known-options'
 import type { Layout } from './layout'
-import type { LayoutDescription } from './layout-options'
+import { describeInstant, type LayoutDescription } from './layout-options'
 import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
 
 /** What {@link defineSharding} takes. */
@@ -79,7 +79,7 @@ export class Sharding {
       logicalShards > layout.shardCount
     ) {
       throw new InvalidArgumentError(
-        `logicalShards must be an integer from 1 to ${layout.shardCount} (the shards layout ${JSON.stringify(layout.name)} can address), got ${String(logicalShards)}. Pick it once, at launch: it decides where every key goes.`,
+        `logicalShards must be an integer from 1 to ${layout.shardCount} (the shards layout ${JSON.stringify(layout.name)} can address), got ${describeValue(logicalShards)}. Pick it once, at launch: it decides where every key goes.`,
       )
     }
     this.layout = layout
@@ -129,11 +129,11 @@ export class Sharding {
    */
   resolveShard<T>(rule: ShardRule<T>, entity: T, entityName?: string): number {
     const where = entityName ? ` of ${entityName}` : ''
+    if (typeof rule !== 'object' || rule === null) checkShardRule(rule, entityName ?? 'the row')
     if ('shard' in rule) return this.checkShard(rule.shard)
     if ('sameShardAs' in rule) {
       const ref = rule.sameShardAs
-      const parent =
-        typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
+      const parent = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, where)
       if (parent === null || parent === undefined) {
         throw new MissingShardKeyError(
           `The parent ID${where} (${typeof ref === 'function' ? 'sameShardAs function' : `field '${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
@@ -142,7 +142,7 @@ export class Sharding {
       return this.shardOfId(toBigInt(parent as IdInput, `Parent ID${where}`))
     }
     const ref = rule.shardBy
-    const key = typeof ref === 'function' ? ref(entity) : (entity as Record<string, unknown>)[ref]
+    const key = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, where)
     if (key === null || key === undefined || (typeof key === 'string' && key.trim() === '')) {
       throw new MissingShardKeyError(
         `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is ${typeof key === 'string' ? 'an empty or blank string' : 'missing'}: set it before saving, or give the ID yourself.`,
@@ -158,6 +158,7 @@ export class Sharding {
 
   /** True when both make the same IDs and place the same keys on the same shards. */
   equals(other: Sharding | ShardingDescription): boolean {
+    if (typeof other !== 'object' || other === null) return false
     return other.logicalShards === this.logicalShards && this.layout.equals(other.layout)
   }
 
@@ -185,9 +186,22 @@ export class Sharding {
   }
 }
 
+/** The field of a row a rule names. @throws InvalidArgumentError when the row is not an object. */
+function fieldOf(entity: unknown, field: string, where: string): unknown {
+  if ((typeof entity !== 'object' && typeof entity !== 'function') || entity === null) {
+    throw new InvalidArgumentError(
+      `The row${where} must be an object to read its field '${field}', got ${describeValue(entity)}.`,
+    )
+  }
+  return (entity as Record<string, unknown>)[field]
+}
+
 function describe(sharding: Sharding | ShardingDescription): string {
-  const { layout } = sharding
-  return `layout ${JSON.stringify(layout.name)} (${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, epoch ${new Date(layout.epoch).toISOString()}) with logicalShards ${sharding.logicalShards}`
+  const layout = (sharding as Partial<ShardingDescription> | null)?.layout
+  if (typeof layout !== 'object' || layout === null) {
+    return `${describeValue(sharding)} (not a sharding)`
+  }
+  return `layout ${JSON.stringify(layout.name)} (${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, epoch ${describeInstant(layout.epoch)}) with logicalShards ${sharding.logicalShards}`
 }
 
 /**
@@ -258,7 +272,7 @@ export function checkShardRule(
   }
   const stringKeys = (rule as Record<string, unknown>).stringKeys
   if (stringKeys !== undefined && stringKeys !== 'auto' && stringKeys !== 'hash') {
-    return fail(`has stringKeys ${JSON.stringify(stringKeys)}, neither 'auto' nor 'hash'`)
+    return fail(`has stringKeys ${describeValue(stringKeys)}, neither 'auto' nor 'hash'`)
   }
   const keys = ['shardBy', 'sameShardAs', 'shard'].filter(
     (key) => (rule as Record<string, unknown>)[key] !== undefined,
@@ -272,10 +286,10 @@ export function checkShardRule(
   }
   if (keys[0] === 'shard') {
     if (!Number.isInteger(value) || (value as number) < 0) {
-      return fail(`has shard ${String(value)}, not a shard number`)
+      return fail(`has shard ${describeValue(value)}, not a shard number`)
     }
   } else if (typeof value === 'string' ? value.length === 0 : typeof value !== 'function') {
-    return fail(`has ${keys[0]} ${JSON.stringify(value)}, neither a field name nor a function`)
+    return fail(`has ${keys[0]} ${describeValue(value)}, neither a field name nor a function`)
   }
   return rule as ShardRule<never>
 }

@@ -1,5 +1,6 @@
-import { ConfigurationError } from './errors'
-import type { Sharding } from './sharding'
+import { ConfigurationError, InvalidArgumentError } from './errors'
+import { describeValue } from './known-options'
+import { requireSharding, type Sharding } from './sharding'
 
 /**
  * The worker id of this process from its environment, for deployments that hand out ids
@@ -19,9 +20,15 @@ export function workerFromEnvironment(
   sharding: Sharding,
   env: Readonly<Record<string, string | undefined>> = globalThis.process?.env ?? {},
 ): number {
-  const { layout } = sharding
-  const explicit = env.SHARDFLAKE_WORKER
-  const ordinal = /-(\d+)$/.exec(env.HOSTNAME ?? '')?.[1]
+  const { layout } = requireSharding(sharding, 'workerFromEnvironment')
+  if (typeof env !== 'object' || env === null) {
+    throw new InvalidArgumentError(
+      `workerFromEnvironment reads an environment object (like process.env), got ${describeValue(env)}.`,
+    )
+  }
+  const explicit = typeof env.SHARDFLAKE_WORKER === 'string' ? env.SHARDFLAKE_WORKER : undefined
+  const hostname = typeof env.HOSTNAME === 'string' ? env.HOSTNAME : ''
+  const ordinal = /-(\d+)$/.exec(hostname)?.[1]
   const text = explicit ?? ordinal
   const from = explicit !== undefined ? 'SHARDFLAKE_WORKER' : 'the StatefulSet ordinal in HOSTNAME'
   if (text === undefined) {
