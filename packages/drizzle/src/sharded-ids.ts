@@ -90,9 +90,11 @@ export function shardedIds(db: object, options: ShardedIdsOptions): ShardedIds {
 }
 
 /**
- * The explicit step before an insert, returned by {@link shardedIds}. Drizzle has no hook that
+ * The explicit step before a write, returned by {@link shardedIds}. Drizzle has no hook that
  * sees a row or may wait, so rows placed by `shardBy` or `sameShardAs`, and rows whose IDs come
- * from an asynchronous source, get their IDs here, one `nextIds` per shard.
+ * from an asynchronous source, get their IDs here, one `nextIds` per shard; IDs you give, and
+ * keys an upsert or update sets, are checked here too. What does not pass through it (an ID
+ * written straight into `.values()`, the `set` of a conflict clause, raw SQL) is not seen.
  */
 export class ShardedIds {
   #open = true
@@ -125,9 +127,12 @@ export class ShardedIds {
   /**
    * Gives every row of `table` that has no ID one, by the column's rule, before you pass the rows
    * to `.values()`: one `nextIds` per shard, whatever the source. The rows are filled in place
-   * and returned. An ID you set is kept (read exactly, in the column's mode; a `number` past 2^53
-   * is refused with `UnsafeNumberError`, an SQL expression or placeholder is left as it is). A row
-   * without its shard key or parent is refused with `MissingShardKeyError` before any ID is made.
+   * and returned. An ID you set is kept when it is on the shard the row's rule gives, and read
+   * exactly into the column's mode; on another shard it is refused with `MisplacedIdError` (inside
+   * `trustSuppliedIds(() => ...)` it is kept as given: imports), a `number` past 2^53 with
+   * `UnsafeNumberError`; an SQL expression or placeholder is left as it is. A row without its
+   * shard key or parent is refused with `MissingShardKeyError`. Every row is checked before any
+   * ID is made or any row changed.
    *
    * For a prepared insert, give the ID as a placeholder and each execution its own row:
    * `insert(posts).values({ id: sql.placeholder('id'), ... }).prepare(...)`, then
@@ -135,7 +140,8 @@ export class ShardedIds {
    *
    * @param context passed to the source (`signal` to give up waiting).
    * @throws MissingShardKeyError, ShardOutOfRangeError, InvalidIdError, UnsafeNumberError for a
-   * row that cannot be placed or an ID that is not an exact 64-bit integer; ConfigurationError for
+   * row that cannot be placed or an ID that is not an exact 64-bit integer; MisplacedIdError for
+   * an ID on another shard than the row's rule gives; ConfigurationError for
    * a table without a shardedId() column or not in the schema.
    * @example
    * ```ts
