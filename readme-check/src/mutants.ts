@@ -90,6 +90,13 @@ export const MUTANTS: readonly Mutant[] = [
     fails: /null value in column "id"/,
   },
   {
+    name: 'Drizzle comments on a fixed shard: the check finds them off their post',
+    readme: 'packages/drizzle/README.md',
+    replace: "shardedId(bigint({ mode: 'bigint' }), { sameShardAs: 'postId' })",
+    with: "shardedId(bigint({ mode: 'bigint' }), { shard: 7 })",
+    fails: /comment \d+ is on shard 7, but belongs on shard 18/,
+  },
+  {
     name: 'PostgreSQL: the routed insert without its table',
     readme: 'packages/postgres/README.md',
     replace: '`CREATE TABLE IF NOT EXISTS shard_',

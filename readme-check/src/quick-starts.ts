@@ -155,6 +155,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
     },
   },
   {
+    readme: 'packages/drizzle/README.md',
+    variants: {
+      default: variant({
+        resources: { app: postgresDatabase() },
+        env: ({ app }) => ({ DATABASE_URL: app.url }),
+        async check({ resources: { app }, output }) {
+          const users = await app.query('SELECT id::text AS id, email FROM users')
+          ensureCount(users, 1, 'users')
+          ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
+          const posts = await app.query('SELECT id::text AS id, user_id::text AS parent FROM posts')
+          ensureCount(posts, 1, 'posts')
+          ensurePlaced(posts, (p) => shardOfId(p.parent), 'post')
+          const comments = await app.query(
+            'SELECT id::text AS id, post_id::text AS parent FROM comments',
+          )
+          ensureCount(comments, 2, 'comments')
+          ensurePlaced(comments, (c) => shardOfId(c.parent), 'comment')
+          const shard = shardOfKey('ada@example.com', 64)
+          const printed = `[ ${shard}, ${shard}, ${shard}, ${shard} ]`
+          ensure(output.includes(printed), `the quick start does not print ${printed}`)
+        },
+      }),
+    },
+  },
+  {
     readme: 'packages/kysely/README.md',
     variants: {
       default: variant({

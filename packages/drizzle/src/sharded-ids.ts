@@ -1,13 +1,17 @@
 import {
   allocateIds,
   ConfigurationError,
+  checkKeyChange,
   checkKnownOptions,
+  checkSuppliedId,
+  describeShardRule,
   type IdRequestContext,
   type IdSource,
   InvalidArgumentError,
+  MissingShardKeyError,
   ShardConflictError,
   type ShardRule,
-  toBigInt,
+  suppliedIdsTrusted,
 } from '@shardflake/core'
 import { getTableName, type InferInsertModel, is, Placeholder, SQL, Table } from 'drizzle-orm'
 import { checkLosslessClient, findShardedTables, type ShardedTable } from './checks'
@@ -86,9 +90,11 @@ export function shardedIds(db: object, options: ShardedIdsOptions): ShardedIds {
 }
 
 /**
- * The explicit step before an insert, returned by {@link shardedIds}. Drizzle has no hook that
+ * The explicit step before a write, returned by {@link shardedIds}. Drizzle has no hook that
  * sees a row or may wait, so rows placed by `shardBy` or `sameShardAs`, and rows whose IDs come
- * from an asynchronous source, get their IDs here, one `nextIds` per shard.
+ * from an asynchronous source, get their IDs here, one `nextIds` per shard; IDs you give, and
+ * keys an upsert or update sets, are checked here too. What does not pass through it (an ID
+ * written straight into `.values()`, the `set` of a conflict clause, raw SQL) is not seen.
  */
 export class ShardedIds {
   #open = true
@@ -121,9 +127,12 @@ export class ShardedIds {
   /**
    * Gives every row of `table` that has no ID one, by the column's rule, before you pass the rows
    * to `.values()`: one `nextIds` per shard, whatever the source. The rows are filled in place
-   * and returned. An ID you set is kept (read exactly, in the column's mode; a `number` past 2^53
-   * is refused with `UnsafeNumberError`, an SQL expression or placeholder is left as it is). A row
-   * without its shard key or parent is refused with `MissingShardKeyError` before any ID is made.
+   * and returned. An ID you set is kept when it is on the shard the row's rule gives, and read
+   * exactly into the column's mode; on another shard it is refused with `MisplacedIdError` (inside
+   * `trustSuppliedIds(() => ...)` it is kept as given: imports), a `number` past 2^53 with
+   * `UnsafeNumberError`; an SQL expression or placeholder is left as it is. A row without its
+   * shard key or parent is refused with `MissingShardKeyError`. Every row is checked before any
+   * ID is made or any row changed.
    *
    * For a prepared insert, give the ID as a placeholder and each execution its own row:
    * `insert(posts).values({ id: sql.placeholder('id'), ... }).prepare(...)`, then
@@ -131,7 +140,8 @@ export class ShardedIds {
    *
    * @param context passed to the source (`signal` to give up waiting).
    * @throws MissingShardKeyError, ShardOutOfRangeError, InvalidIdError, UnsafeNumberError for a
-   * row that cannot be placed or an ID that is not an exact 64-bit integer; ConfigurationError for
+   * row that cannot be placed or an ID that is not an exact 64-bit integer; MisplacedIdError for
+   * an ID on another shard than the row's rule gives; ConfigurationError for
    * a table without a shardedId() column or not in the schema.
    * @example
    * ```ts
@@ -153,38 +163,130 @@ export class ShardedIds {
     context?: IdRequestContext,
   ): Promise<R & InferInsertModel<T>>
   async assign(table: Table, rows: Row | Row[], context?: IdRequestContext): Promise<unknown> {
-    if (!this.#open) {
-      throw new ConfigurationError(
-        'ids.assign() after ids.close(): use the shardedIds() that is open now.',
+    return await this.fill('assign', table, rows, context)
+  }
+
+  /**
+   * The step before an upsert that conflicts on the sharded ID: Drizzle's
+   * `insert(...).values(rows).onConflictDoUpdate({ target: table.id, set })` on PostgreSQL,
+   * `.onDuplicateKeyUpdate({ set })` on MySQL/MariaDB. A row that carries its ID may be a stored
+   * row, which keeps that ID whatever the upsert sets, and an ID never changes shard: so the row's
+   * rule, applied to the row as you pass it (the values the upsert writes), must give the shard of
+   * its ID, or the upsert is refused with `ShardKeyChangedError` before anything is written
+   * (inside `trustSuppliedIds(() => ...)` it is kept as given). A row without an ID is a new row:
+   * it gets one by its rule, as with {@link assign}. The rows are filled in place and returned.
+   *
+   * Pass every value the upsert sets in the row (put the same values in `set`): the adapter sees
+   * the rows, not the `set` of the conflict clause. An upsert that conflicts on another unique
+   * column (an email) updates a stored row whose ID it does not know: check that one with
+   * {@link checkUpdate}, with the stored row's ID.
+   *
+   * @param context passed to the source (`signal` to give up waiting).
+   * @throws ShardKeyChangedError for a row whose ID is on another shard than its rule gives.
+   * @throws MissingShardKeyError, InvalidIdError, UnsafeNumberError as {@link assign} does.
+   * @example
+   * ```ts
+   * const row = await ids.assignForUpsert(users, { id: user.id, email: 'ada@example.org' })
+   * await db
+   *   .insert(users)
+   *   .values(row)
+   *   .onConflictDoUpdate({ target: users.id, set: { email: row.email } })
+   * ```
+   */
+  assignForUpsert<T extends Table, R extends InferInsertModel<T>>(
+    table: T,
+    rows: R[],
+    context?: IdRequestContext,
+  ): Promise<(R & InferInsertModel<T>)[]>
+  assignForUpsert<T extends Table, R extends InferInsertModel<T>>(
+    table: T,
+    row: R,
+    context?: IdRequestContext,
+  ): Promise<R & InferInsertModel<T>>
+  async assignForUpsert(
+    table: Table,
+    rows: Row | Row[],
+    context?: IdRequestContext,
+  ): Promise<unknown> {
+    return await this.fill('upsert', table, rows, context)
+  }
+
+  /**
+   * Checks an update of the stored row `id` before you send it: when `set` changes the row's
+   * shard key (or its parent), the rule applied to `set` must give the shard of `id`, because an
+   * ID never changes shard. Drizzle's `update(...).set(...)` runs without showing the adapter
+   * anything, so call this first; an update that sets neither the key nor the parent passes.
+   *
+   * @throws ShardKeyChangedError when the new key is on another shard than `id` (outside
+   * `trustSuppliedIds(() => ...)`).
+   * @example
+   * ```ts
+   * const set = { email: 'ada@example.org' }
+   * ids.checkUpdate(users, user.id, set)
+   * await db.update(users).set(set).where(eq(users.id, user.id))
+   * ```
+   */
+  checkUpdate<T extends Table>(table: T, id: unknown, set: Partial<InferInsertModel<T>>): void {
+    this.checkOpen('checkUpdate')
+    const sharded = this.shardedTable(table)
+    if (typeof set !== 'object' || set === null) {
+      throw new InvalidArgumentError(
+        `ids.checkUpdate(${sharded.name}, id, set) takes the object you pass to .set(), got ${set === null ? 'null' : typeof set}.`,
       )
     }
+    const sharding = this.source.sharding
+    if (!sharding || suppliedIdsTrusted()) return
+    checkKeyChange(
+      sharding,
+      id,
+      this.ruleShard(sharded, set as Row),
+      `${describeTable(sharded)}, by update()`,
+    )
+  }
+
+  /** {@link assign} (`write: 'assign'`) and {@link assignForUpsert}. */
+  private async fill(
+    write: 'assign' | 'upsert',
+    table: Table,
+    rows: Row | Row[],
+    context: IdRequestContext | undefined,
+  ): Promise<unknown> {
+    const method = write === 'assign' ? 'assign' : 'assignForUpsert'
+    this.checkOpen(method)
     const sharded = this.shardedTable(table)
     const list = Array.isArray(rows) ? rows : [rows]
     const { key } = sharded
+    const sharding = this.source.sharding
+    const checking = sharding !== undefined && !suppliedIdsTrusted()
     const pending: Row[] = []
     const shards: number[] = []
+    const given: [Row, bigint][] = []
+    // Every row is placed and every given ID checked before an ID is made or a row changed.
     for (const row of list) {
       if (typeof row !== 'object' || row === null) {
         throw new InvalidArgumentError(
-          `ids.assign(${sharded.name}, rows) takes row objects, got ${row === null ? 'null' : typeof row}.`,
+          `ids.${method}(${sharded.name}, rows) takes row objects, got ${row === null ? 'null' : typeof row}.`,
         )
       }
-      const given = row[key]
-      if (given === undefined || given === null) {
+      const value = row[key]
+      if (value === undefined || value === null) {
         shards.push(this.shardOf(sharded, row))
         pending.push(row)
-      } else if (!is(given, SQL) && !is(given, Placeholder)) {
+      } else if (!is(value, SQL) && !is(value, Placeholder)) {
         // A caller's ID, read exactly: a number past 2^53 has already lost digits (refused).
-        const id = toBigInt(given, `The ID given to a new row of ${sharded.name}`)
-        row[key] = sharded.mode === 'string' ? id.toString() : id
+        const ruleShard = checking ? this.ruleShard(sharded, row) : undefined
+        const label = describeTable(sharded)
+        const id = checkSuppliedId(sharding, value, undefined, label)
+        if (write === 'assign') checkSuppliedId(sharding, id, ruleShard, label)
+        else checkKeyChange(sharding, id, ruleShard, `${label}, by upsert`)
+        given.push([row, id])
       }
     }
-    if (pending.length > 0) {
-      const ids = await allocateIds(this.source, shards, context)
-      pending.forEach((row, i) => {
-        row[key] = sharded.mode === 'string' ? ids[i]!.toString() : ids[i]!
-      })
-    }
+    const ids = pending.length > 0 ? await allocateIds(this.source, shards, context) : []
+    for (const [row, id] of given) row[key] = sharded.mode === 'string' ? id.toString() : id
+    pending.forEach((row, i) => {
+      row[key] = sharded.mode === 'string' ? ids[i]!.toString() : ids[i]!
+    })
     return rows
   }
 
@@ -205,6 +307,14 @@ export class ShardedIds {
     return this.#open
   }
 
+  private checkOpen(method: string): void {
+    if (!this.#open) {
+      throw new ConfigurationError(
+        `ids.${method}() after ids.close(): use the shardedIds() that is open now.`,
+      )
+    }
+  }
+
   private shardedTable(table: Table): ShardedTable {
     const sharded = this.tables.get(table)
     if (sharded) return sharded
@@ -222,6 +332,29 @@ export class ShardedIds {
     if (readsRow(rule)) return sharding.resolveShard(rule as ShardRule<Row>, row, sharded.name)
     return shardWithoutRow(rule, sharding, `${sharded.name}.${sharded.key}`)
   }
+
+  /**
+   * The shard `row`'s rule gives as the row is, or `undefined` when its key or parent is not set
+   * (an ID given with it is then kept as it is).
+   */
+  private ruleShard(sharded: ShardedTable, row: Row): number | undefined {
+    try {
+      return this.shardOf(sharded, row)
+    } catch (error) {
+      if (error instanceof MissingShardKeyError) return undefined
+      throw error
+    }
+  }
+}
+
+/** A table and its rule, for messages: `keyed (shardBy 'shardKey')`. */
+function describeTable(sharded: ShardedTable): string {
+  const { rule } = sharded.spec
+  const described =
+    'shard' in rule && typeof rule.shard === 'function'
+      ? 'shard from a function'
+      : describeShardRule(rule as ShardRule<never>)
+  return `${sharded.name} (${described})`
 }
 
 function isOpen(owner: object): boolean {

@@ -12,7 +12,7 @@ import { type Column, eq } from 'drizzle-orm'
 import { type MySqlTable, bigint as mysqlBigint, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2'
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres'
-import { type PgTable, bigint as pgBigint, pgTable, text } from 'drizzle-orm/pg-core'
+import { type PgColumn, type PgTable, bigint as pgBigint, pgTable, text } from 'drizzle-orm/pg-core'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 import { type ShardedIdRule, shardedId, shardedIds } from '../../src'
@@ -138,6 +138,11 @@ export interface BlogDb {
     table: AnyTable,
     values: Row,
   ): { execute(placeholders?: Record<string, unknown>): Promise<unknown> }
+  /**
+   * Drizzle's upsert of `rows`, conflicting on the ID and setting `set`: `onConflictDoUpdate`
+   * (PostgreSQL), `onDuplicateKeyUpdate` (MySQL/MariaDB).
+   */
+  upsert(table: AnyTable, rows: Row[], set: Row): Promise<unknown>
   /** The rows of `table` whose `column` equals `value`. */
   select(table: AnyTable, column: Column, value: unknown): Promise<Row[]>
   transaction(work: (tx: Pick<BlogDb, 'insert' | 'select'>) => Promise<void>): Promise<void>
@@ -181,6 +186,13 @@ export function connect(raw: RawDatabase): BlogDb {
           .insert(table as PgTable)
           .values(values)
           .prepare(`sf_insert_${++statements}`),
+      upsert: async (table, rows, set) => {
+        const target = (table as PgTable & { id: PgColumn }).id
+        await db
+          .insert(table as PgTable)
+          .values(rows)
+          .onConflictDoUpdate({ target, set })
+      },
       transaction: (work) => db.transaction((tx) => work(on(tx))),
       close: () => pool.end(),
     }
@@ -219,6 +231,12 @@ export function connect(raw: RawDatabase): BlogDb {
         .insert(table as MySqlTable)
         .values(values)
         .prepare(),
+    upsert: async (table, rows, set) => {
+      await db
+        .insert(table as MySqlTable)
+        .values(rows)
+        .onDuplicateKeyUpdate({ set })
+    },
     transaction: (work) => db.transaction((tx) => work(on(tx))),
     close: () => pool.end(),
   }
@@ -289,10 +307,17 @@ export async function blogOnDrizzle(
         throw new Error('the transaction failed after the insert, as planned')
       })
     },
-    async createKeyed(shardKey) {
-      const row = await ids.assign(keyed, { shardKey })
+    async createKeyed(shardKey, given) {
+      const row = await ids.assign(keyed, {
+        shardKey,
+        ...(given === undefined ? {} : { id: given }),
+      })
       await db.insert(keyed, [row])
       return id(row)
+    },
+    async upsertKeyed(given, shardKey) {
+      const row = await ids.assignForUpsert(keyed, { id: given, shardKey })
+      await db.upsert(keyed, [row], { shardKey })
     },
     async close() {
       ids.close()

@@ -8,8 +8,11 @@ import {
   InProcessSource,
   InvalidArgumentError,
   InvalidShardRuleError,
+  MisplacedIdError,
   ShardConflictError,
+  ShardKeyChangedError,
   ShardOutOfRangeError,
+  trustSuppliedIds,
   UnsafeNumberError,
 } from '@shardflake/core'
 import { sql } from 'drizzle-orm'
@@ -257,15 +260,104 @@ export function describeSchemaChecks(version: string): void {
         untyped<Promise<Record<string, unknown>>>(ids.assign.bind(ids), schema.users, row)
       try {
         const big = 4035797838097347587n
-        expect((await assign({ id: String(big), email: 'a' })).id).toBe(big)
-        expect((await assign({ id: 42, email: 'b' })).id).toBe(42n)
-        const unsafe = await assign({ id: Number(big), email: 'c' }).catch((e: unknown) => e)
-        expect(findError(unsafe, UnsafeNumberError)).toBeInstanceOf(UnsafeNumberError)
+        // Reading, not placing, is under test: these IDs are kept whatever shard they name.
+        await trustSuppliedIds(async () => {
+          expect((await assign({ id: String(big), email: 'a' })).id).toBe(big)
+          expect((await assign({ id: 42, email: 'b' })).id).toBe(42n)
+          const unsafe = await assign({ id: Number(big), email: 'c' }).catch((e: unknown) => e)
+          expect(findError(unsafe, UnsafeNumberError)).toBeInstanceOf(UnsafeNumberError)
+        })
         const placeholder = sql.placeholder('id')
         expect((await assign({ id: placeholder, email: 'd' })).id).toBe(placeholder)
       } finally {
         ids.close()
       }
+    })
+
+    it("checks every caller's ID of a batch against its rule before any row gets an ID or changes", async () => {
+      const schema = { users: users() }
+      const ids = shardedIds(db, { source, schema })
+      const onShard = (shard: number) =>
+        sharding.layout.compose({ timestamp: Date.UTC(2020, 0, 1), shard, sequence: 1 })
+      const shardOf = (email: string) => sharding.shardForKey(email)
+      try {
+        const fresh = { email: 'fresh@example.com' }
+        const right = {
+          id: String(onShard(shardOf('right@example.com'))),
+          email: 'right@example.com',
+        }
+        const wrong = {
+          id: onShard((shardOf('wrong@example.com') + 1) % sharding.logicalShards),
+          email: 'wrong@example.com',
+        }
+        const failure = await untyped<Promise<unknown>>(ids.assign.bind(ids), schema.users, [
+          fresh,
+          right,
+          wrong,
+        ]).catch((e: unknown) => e)
+        expect(failure).toBeInstanceOf(MisplacedIdError)
+        expect((failure as Error).message).toMatch(/users \(shardBy 'email'\).*trustSuppliedIds/)
+        expect(fresh).not.toHaveProperty('id')
+        expect(right.id).toBeTypeOf('string') // not yet read into the column's mode
+        // Without a key the rule cannot be applied: the ID is kept as given.
+        const keyless = untyped<Promise<Record<string, unknown>>>(
+          ids.assign.bind(ids),
+          schema.users,
+          { id: 7n },
+        )
+        expect((await keyless).id).toBe(7n)
+      } finally {
+        ids.close()
+      }
+    })
+
+    it('assignForUpsert(): a row with its ID must stay on its shard (ShardKeyChangedError), a row without one gets one; checkUpdate() checks a new key', async () => {
+      const schema = { users: users() }
+      const ids = shardedIds(db, { source, schema })
+      const shardOf = (email: string) => sharding.shardForKey(email)
+      const id = sharding.layout.compose({
+        timestamp: Date.UTC(2020, 0, 1),
+        shard: shardOf('a@example.com'),
+        sequence: 1,
+      })
+      let elsewhere = 'b-0@example.com'
+      for (let i = 1; shardOf(elsewhere) === shardOf('a@example.com'); i++)
+        elsewhere = `b-${i}@example.com`
+      try {
+        const fresh = { email: 'new@example.com' }
+        const moved = { id, email: elsewhere }
+        const failure = await ids
+          .assignForUpsert(schema.users, [fresh, moved])
+          .catch((e: unknown) => e)
+        expect(failure).toBeInstanceOf(ShardKeyChangedError)
+        expect((failure as Error).message).toMatch(/users \(shardBy 'email'\), by upsert/)
+        expect(fresh).not.toHaveProperty('id')
+        const [made, kept] = await untyped<Promise<Record<string, unknown>[]>>(
+          ids.assignForUpsert.bind(ids),
+          schema.users,
+          [fresh, { id: String(id), email: 'a@example.com' }],
+        )
+        expect(sharding.layout.shardOf(made!.id as bigint)).toBe(shardOf('new@example.com'))
+        expect(kept!.id).toBe(id) // read into the column's mode
+        const trusted = await trustSuppliedIds(() => ids.assignForUpsert(schema.users, moved))
+        expect(trusted.id).toBe(id)
+
+        expect(() => ids.checkUpdate(schema.users, id, { email: elsewhere })).toThrow(
+          ShardKeyChangedError,
+        )
+        expect(() =>
+          ids.checkUpdate(schema.users, String(id), { email: 'a@example.com' }),
+        ).not.toThrow()
+        expect(() => ids.checkUpdate(schema.users, id, {})).not.toThrow()
+        await trustSuppliedIds(() => ids.checkUpdate(schema.users, id, { email: elsewhere }))
+        expect(() => untyped(ids.checkUpdate.bind(ids), schema.users, id, null)).toThrow(
+          InvalidArgumentError,
+        )
+        expect(() => ids.checkUpdate(users(), id, {})).toThrow(ConfigurationError)
+      } finally {
+        ids.close()
+      }
+      expect(() => ids.checkUpdate(schema.users, id, {})).toThrow(/after ids.close/)
     })
 
     it(
