@@ -13,8 +13,9 @@ import {
 } from '../src'
 
 const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
-const onShard = (shard: number) =>
-  sharding.layout.compose({ timestamp: Date.now() - 1000, shard, sequence: 3 })
+// One time for every ID of this file: two IDs of one shard compare equal however slow the run.
+const past = Date.now() - 1000
+const onShard = (shard: number) => sharding.layout.compose({ timestamp: past, shard, sequence: 3 })
 
 describe('IDs the caller gives', () => {
   it('keeps an ID on the shard its rule gives, in any spelling, and returns it as a bigint', () => {
@@ -53,14 +54,16 @@ describe('IDs the caller gives', () => {
 describe('trustSuppliedIds', () => {
   it('turns both checks off for everything the write awaits, and only there', async () => {
     expect(suppliedIdsTrusted()).toBe(false)
+    // One ID throughout: onShard reads the clock, and the await below may cross a millisecond.
+    const id = onShard(7)
     const kept = await trustSuppliedIds(async () => {
       await new Promise((resolve) => setTimeout(resolve, 1))
-      checkKeyChange(sharding, onShard(7), 9, 'Tenant')
-      return checkSuppliedId(sharding, onShard(7), 9, 'Post')
+      checkKeyChange(sharding, id, 9, 'Tenant')
+      return checkSuppliedId(sharding, id, 9, 'Post')
     })
-    expect(kept).toBe(onShard(7))
+    expect(kept).toBe(id)
     expect(suppliedIdsTrusted()).toBe(false)
-    expect(() => checkSuppliedId(sharding, onShard(7), 9, 'Post')).toThrow(MisplacedIdError)
+    expect(() => checkSuppliedId(sharding, id, 9, 'Post')).toThrow(MisplacedIdError)
   })
 
   it('runs a lazy thenable (a Prisma query) inside the scope', async () => {
