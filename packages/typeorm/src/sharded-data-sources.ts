@@ -254,8 +254,10 @@ export class ShardedDataSources {
 /**
  * Routes an application's TypeORM DataSources, one per server, by core's `ShardHomes`: give
  * `ShardHomes.open` the DataSources as `servers`, each with `shardedIds()` installed (one source
- * for the application). From then on every DataSource refuses to insert a row whose shard lives
- * on another server (`WrongServerError`), whatever path wrote it.
+ * for the application). From then on every DataSource refuses to insert or update a row whose
+ * shard lives on another server (`WrongServerError`), whatever path wrote it (`save`, `insert`,
+ * query builders, cascades). Calling it again with new `ShardHomes` (after closing the old ones)
+ * routes the DataSources by the new ones.
  * @throws ConfigurationError when a DataSource has no `shardedIds()`, is given for two servers,
  * or draws from a source of another sharding.
  * @example
@@ -313,11 +315,6 @@ export function shardedDataSources(homes: ShardHomes<DataSource>): ShardedDataSo
       )
     }
     homes.sharding.checkSame(sourceSharding, `The source of server ${JSON.stringify(server)}`)
-    if (subscriber.home && subscriber.home.homes !== homes) {
-      throw new ConfigurationError(
-        `Server ${JSON.stringify(server)}'s DataSource is already routed by other ShardHomes: one ShardHomes per application.`,
-      )
-    }
   }
   for (const [dataSource, server] of seen) subscriberOf(dataSource)!.home = { homes, server }
   const router = new ShardedDataSources(homes)
