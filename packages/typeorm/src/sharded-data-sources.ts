@@ -9,14 +9,16 @@ import {
   type ShardKey,
   toBigInt,
 } from '@shardflake/core'
-import type {
-  DataSource,
-  EntityManager,
-  EntityMetadata,
-  EntityTarget,
-  ObjectLiteral,
-  Repository,
-  SaveOptions,
+import {
+  type DataSource,
+  type EntityManager,
+  type EntityMetadata,
+  type EntityTarget,
+  type FindOperator,
+  type ObjectLiteral,
+  Raw,
+  type Repository,
+  type SaveOptions,
 } from 'typeorm'
 import { Placement } from './placement'
 import { findShardedId, registerSchemas } from './sharded-id'
@@ -194,6 +196,41 @@ export class ShardedDataSources {
   }
 
   /**
+   * A `where` condition on a sharded key: the row's ID is of one of `shards`. Give it to the
+   * query of a {@link fanOut}, with the shards each server is asked about, so that a server
+   * never answers for copies of a shard that was moved away from it. `T` is what the entities
+   * carry in the key (`string`, or `bigint` with `idType: 'bigint'`).
+   * @throws ShardOutOfRangeError for a shard outside the logical shards.
+   * @example
+   * ```ts
+   * const newest = await sharded.fanOut(
+   *   (dataSource, _server, shards) =>
+   *     dataSource.getRepository(Post).find({
+   *       where: { id: sharded.inShards(shards) },
+   *       order: { id: 'DESC' },
+   *       take: 20,
+   *     }),
+   *   { orderBy: (post) => post.id!, order: 'desc', limit: 20 },
+   * )
+   * ```
+   */
+  inShards<T = string>(shards: readonly number[]): FindOperator<T> {
+    if (!Array.isArray(shards)) {
+      throw new InvalidArgumentError(
+        `inShards() takes an array of logical shards, got ${String(shards)}.`,
+      )
+    }
+    const list = [...new Set(shards.map((shard) => this.sharding.checkShard(shard)))]
+    const { layout } = this.sharding
+    const mask = 2 ** layout.shardBits - 1
+    return Raw((column) =>
+      list.length === 0
+        ? '1 = 0'
+        : `((${column} >> ${layout.shifts.shard}) & ${mask}) IN (${list.join(', ')})`,
+    ) as FindOperator<T>
+  }
+
+  /**
    * Runs a query on the DataSource of every server (or of the servers holding `options.shards`)
    * and merges the rows: with `orderBy` (the row's ID) in ID order, stopping at `limit`. The only
    * way to read from several servers. See core's `ShardHomes.fanOut`.
@@ -201,8 +238,12 @@ export class ShardedDataSources {
    * @example
    * ```ts
    * const newest = await sharded.fanOut(
-   *   (dataSource) =>
-   *     dataSource.getRepository(Post).find({ order: { id: 'DESC' }, take: 20 }),
+   *   (dataSource, _server, shards) =>
+   *     dataSource.getRepository(Post).find({
+   *       where: { id: sharded.inShards(shards) },
+   *       order: { id: 'DESC' },
+   *       take: 20,
+   *     }),
    *   { orderBy: (post) => post.id!, order: 'desc', limit: 20 },
    * )
    * ```

@@ -88,8 +88,12 @@ export async function routedBlogOnTypeorm(
     async newestPosts(limit) {
       return (
         await sharded.fanOut(
-          (dataSource) =>
-            dataSource.getRepository(Post).find({ order: { id: 'DESC' }, take: limit }),
+          (dataSource, _server, shards) =>
+            dataSource.getRepository(Post).find({
+              where: { id: sharded.inShards(shards) },
+              order: { id: 'DESC' },
+              take: limit,
+            }),
           { orderBy: (row) => row.id!, order: 'desc', limit },
         )
       ).map((row) => row.id!)

@@ -243,5 +243,57 @@ export function describeRoutedAdapter(name: string, options: RoutedSuiteOptions)
       const newest = await blog.newestPosts(5)
       expect(newest.map((id) => BigInt(id))).toEqual(expected)
     })
+
+    it('fans out by home only: a copy of a row left on another server (a moved shard) is not read', async () => {
+      await blog.createPosts(
+        ['a', 'b', 'c'].map((server) => ({ authorId: authorOn[server]!, title: title('fresh') })),
+      )
+      const p = (i: number) => (dialect === 'postgres' ? `$${i}` : '?')
+      const text = (column: string) =>
+        dialect === 'postgres' ? `${column}::text` : `CAST(${column} AS CHAR)`
+      // The newest post of each server, copied with its author onto the next server, as a move
+      // that has switched but not yet deleted its old copies leaves them.
+      const copies: { on: HomeServer; postId: string; authorId: string }[] = []
+      const names = ['a', 'b', 'c']
+      const newestOf: { id: string; author_id: string; title: string; email: string }[] = []
+      for (const name of names) {
+        const [row] = (await servers
+          .server(name)
+          .query(
+            `SELECT ${text('p.id')} AS id, ${text('p.author_id')} AS author_id, p.title, a.email FROM posts p JOIN authors a ON a.id = p.author_id ORDER BY p.id DESC LIMIT 1`,
+          )) as { id: string; author_id: string; title: string; email: string }[]
+        newestOf.push(row!)
+      }
+      for (const [index, row] of newestOf.entries()) {
+        const on = servers.server(names[(index + 1) % 3]!)
+        await on.query(`INSERT INTO authors (id, email) VALUES (${p(1)}, ${p(2)})`, [
+          row!.author_id,
+          `copy-${row!.email}`,
+        ])
+        await on.query(
+          `INSERT INTO posts (id, author_id, title) VALUES (${p(1)}, ${p(2)}, ${p(3)})`,
+          [row!.id, row!.author_id, row!.title],
+        )
+        copies.push({ on, postId: row!.id, authorId: row!.author_id })
+      }
+      try {
+        const homes: bigint[] = []
+        for (const server of servers.servers) {
+          const rows = await server.query(`SELECT ${text('id')} AS id FROM posts`)
+          for (const { id } of rows as { id: string }[]) {
+            if (serverOfId(id) === server.name) homes.push(BigInt(id))
+          }
+        }
+        const expected = homes.sort((x, y) => (x > y ? -1 : x < y ? 1 : 0)).slice(0, 3)
+        const newest = await blog.newestPosts(3)
+        expect(newest.map((id) => BigInt(id))).toEqual(expected)
+      } finally {
+        for (const { on, postId, authorId } of copies) {
+          await on.query(`DELETE FROM posts WHERE id = ${p(1)}`, [postId])
+          await on.query(`DELETE FROM authors WHERE id = ${p(1)}`, [authorId])
+        }
+      }
+      await expectAllAtHome()
+    })
   })
 }
