@@ -309,7 +309,7 @@ export function shardedClients<C extends ShardedIdsHost>(
     return shard
   }
 
-  const readOne = (model: string, operation: string) => (args: unknown) => {
+  const readOne = (model: string, operation: string) => async (args: unknown) => {
     const where = isObject(args) ? args.where : undefined
     const shard = routeShard(model, where, operation)
     return delegateOf(clientOf(homes.serverOf(shard)), model)[operation]!(args)
