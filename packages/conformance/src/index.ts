@@ -31,6 +31,12 @@ export {
   type PlainBlogThroughOrm,
   type PlainIdSuiteOptions,
 } from './plain-id-suite'
+export { describeRoutedAdapter } from './routed-suite/describe-routed'
+export type {
+  RoutedBlogThroughOrm,
+  RoutedSetupContext,
+  RoutedSuiteOptions,
+} from './routed-suite/routed-blog'
 export { expectedShard, findError, ROUTING_KEYS } from './routing'
 export { runTag } from './run-tag'
 export { freePort } from './servers/free-port'

@@ -6,6 +6,11 @@ export {
   shardMigration,
 } from './migration'
 export {
+  ShardedDataSources,
+  type ShardTarget,
+  shardedDataSources,
+} from './sharded-data-sources'
+export {
   registerShardedId,
   ShardedId,
   type ShardedIdColumnOptions,

@@ -39,6 +39,13 @@ export interface ShardedIdsOptions {
 
 const installed = new WeakMap<DataSource, ShardedIdSubscriber>()
 
+/** The subscriber `shardedIds()` installed on a DataSource, if any. */
+export function subscriberOf(dataSource: unknown): ShardedIdSubscriber | undefined {
+  return typeof dataSource === 'object' && dataSource !== null
+    ? installed.get(dataSource as DataSource)
+    : undefined
+}
+
 /**
  * Gives the `@ShardedId` entities of a DataSource their IDs before every INSERT, and checks the
  * IDs it did not make: one you give a new row must be on the shard its rule gives

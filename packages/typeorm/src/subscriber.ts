@@ -3,6 +3,7 @@ import {
   checkKeyChange,
   type IdRequestContext,
   type IdSource,
+  type ShardHomes,
   suppliedIdsTrusted,
   toBigInt,
   toSigned64,
@@ -45,6 +46,13 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   private readonly scanned = new WeakSet<object>()
   private readonly known = new WeakMap<EntityMetadata, ShardedIdEntry | null>()
 
+  /**
+   * The routing this DataSource is one server of (set by `shardedDataSources()`): every row it
+   * inserts must live on `server`.
+   * @internal
+   */
+  home: { readonly homes: ShardHomes<unknown>; readonly server: string } | undefined
+
   /** @internal Built by `shardedIds()`. */
   constructor(
     readonly source: IdSource,
@@ -61,7 +69,12 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     if (supplied) {
       toBigInt(current, `${event.metadata.name}.${sharded.propertyName}`)
       // Checked against its rule with the rest of the call (its parent may be new in it).
-      if (!this.source.sharding || suppliedIdsTrusted()) return undefined
+      if (!this.source.sharding || suppliedIdsTrusted()) {
+        if (this.home && this.source.sharding) {
+          this.checkHome(this.source.sharding.shardOfId(toBigInt(current)))
+        }
+        return undefined
+      }
     }
     const batch = this.batchOf(event.queryRunner)
     batch.items.push({
@@ -82,8 +95,14 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   beforeUpdate(event: UpdateEvent<ObjectLiteral>): Promise<void> | undefined {
     const { entity, databaseEntity, metadata } = event
     const sharding = this.source.sharding
-    if (!entity || !databaseEntity || !sharding || suppliedIdsTrusted()) return undefined
+    if (!entity || !sharding) return undefined
     const sharded = this.shardedIdOf(metadata, event.connection)
+    if (this.home && sharded) {
+      const stored: unknown = entity[sharded.propertyName] ?? databaseEntity?.[sharded.propertyName]
+      if (stored !== undefined && stored !== null)
+        this.checkHome(sharding.shardOfId(toBigInt(stored)))
+    }
+    if (!databaseEntity || suppliedIdsTrusted()) return undefined
     if (!sharded || !readsRule(sharded, metadata, event.updatedColumns, event.updatedRelations)) {
       return undefined
     }
@@ -100,6 +119,12 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
       return undefined
     }
     return handled(pending.done.then(() => check(pending.items)))
+  }
+
+  /** @throws WrongServerError when this DataSource's server is not the shard's home. */
+  private checkHome(shard: number): void {
+    const home = this.home
+    if (home) home.homes.checkHome(home.server, shard)
   }
 
   /** The batch of the call running on `queryRunner`, started when its first hook runs. */
@@ -218,6 +243,8 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
   private async flush(batch: Pending[], queryRunner: QueryRunner | undefined): Promise<void> {
     const placement = new Placement(this.source.sharding, batch)
     placement.checkSuppliedIds()
+    // Every row of the call is placed before any is written: one on another server fails it all.
+    if (this.home) for (const item of batch) this.checkHome(placement.shardOf(item))
     const pending = batch.filter((item) => !item.supplied)
     if (pending.length === 0) return
     const shards = pending.map((item) => placement.shardOf(item))
