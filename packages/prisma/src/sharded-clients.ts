@@ -64,6 +64,12 @@ export type ShardedClients<C> = { readonly [K in ModelKeys<C>]: RoutedDelegate<C
   /** The shard homes the clients were made with. */
   readonly homes: ShardHomes<C>
   /**
+   * `shardedIds`' helper, across servers: `db.$shardedIds.assign('Post', rows)` gives the rows
+   * their IDs before `db.post.createMany` (which returns only a count), reading any parent it
+   * needs from the server that holds it.
+   */
+  readonly $shardedIds: C extends { $shardedIds: infer S } ? S : never
+  /**
    * The client of the server holding the row with this ID, for reads, updates and
    * transactions there. Its writes are checked: a new row of another server is refused with
    * `WrongServerError` before anything is written.
@@ -359,6 +365,16 @@ export function shardedClients<C extends ShardedIdsHost>(
 
   const router: Record<string, unknown> = {
     homes,
+    $shardedIds: Object.freeze({
+      models: allModels,
+      source: idSource,
+      async assign(model: string, rows: readonly object[]) {
+        metaOf(model, 'assign IDs to')
+        const plan = new IdPlan(allModels).rowsOf(model, rows)
+        if (!plan.empty) await plan.assign(idSource, findEverywhere)
+        return rows
+      },
+    }),
     forId: (id: IdInput) => clientOf(homes.serverOf(sharding.shardOfId(id))),
     forKey: (key: ShardKey) => clientOf(homes.serverOf(sharding.shardForKey(key))),
     forShard: (shard: number) => clientOf(homes.serverOf(shard)),
