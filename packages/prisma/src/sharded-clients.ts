@@ -9,8 +9,8 @@ import {
   type IdSource,
   InvalidArgumentError,
   ShardHomes,
-  type ShardKey,
   type Sharding,
+  type ShardKey,
   WrongServerError,
 } from '@shardflake/core'
 import type { ModelMetadata, ShardedModels } from './metadata'
@@ -130,17 +130,19 @@ const delegateKey = (model: string) => model.charAt(0).toLowerCase() + model.sli
  * ```ts
  * import { PrismaPg } from '@prisma/adapter-pg'
  * import { defineSharding, InProcessSource, instagram, ShardHomes, ShardMap } from '@shardflake/core'
- * import { shardedClients } from '@shardflake/prisma'
- * import { PrismaClient } from './generated/prisma/client'
- * import { shardedIds } from './generated/shardflake'
+ * import { shardedClients, shardedIds } from '@shardflake/prisma'
  *
+ * // PrismaClient and models: what `prisma generate` wrote (./generated/prisma/client and
+ * // ./generated/shardflake). One client per server, each extended with shardedIds.
  * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
  * const source = new InProcessSource({ sharding, shards: 'all' })
  * const client = (url: string) =>
- *   new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }).$extends(shardedIds({ source }))
+ *   new PrismaClient({ adapter: new PrismaPg({ connectionString: url }) }).$extends(
+ *     shardedIds({ source, models }),
+ *   )
  * const homes = await ShardHomes.open({
  *   sharding,
- *   servers: { a: client(process.env.SERVER_A_URL!), b: client(process.env.SERVER_B_URL!) },
+ *   servers: { a: client('postgres://db-a/app'), b: client('postgres://db-b/app') },
  *   directory: new ShardMap(sharding, [
  *     { from: 0, to: 31, target: 'a' },
  *     { from: 32, to: 63, target: 'b' },
@@ -148,7 +150,8 @@ const delegateKey = (model: string) => model.charAt(0).toLowerCase() + model.sli
  * })
  * const db = shardedClients({ homes })
  * const user = await db.user.create({ data: { email: 'ada@example.com', posts: { create: { title: 'hi' } } } })
- * const again = await db.forId(user.id).user.findUnique({ where: { id: user.id }, include: { posts: true } })
+ * const again = await db.user.findUnique({ where: { id: user.id }, include: { posts: true } })
+ * await db.forId(user.id).$transaction(async (tx) => tx.post.create({ data: { userId: user.id, title: 'x' } }))
  * const newest = await db.post.findManyEverywhere({ take: 20 })
  * ```
  */
@@ -225,7 +228,8 @@ export function shardedClients<C extends ShardedIdsHost>(
     const groups = await homes.writeGroups(rows, (row) => sharding.shardOfId(row.id))
     if (groups.size !== 1) {
       const where = [...groups].map(
-        ([server, group]) => `${group.items.map((row) => row.model).join(', ')} on server ${server}`,
+        ([server, group]) =>
+          `${group.items.map((row) => row.model).join(', ')} on server ${server}`,
       )
       throw new WrongServerError(
         `This ${model} write would put its rows on several servers (${where.join('; ')}), and a write runs on one server. Nothing was written: keep nested rows on their parent's shard (sameShardAs), or write them separately.`,
@@ -351,8 +355,7 @@ export function shardedClients<C extends ShardedIdsHost>(
     }
     const { args: asked, added } = withId({ ...given, orderBy: { [meta.id]: order } }, meta.id)
     const rows = await homes.fanOut(
-      (_client, server) =>
-        delegateOf(clientOf(server), model).findMany!(asked) as Promise<Data[]>,
+      (_client, server) => delegateOf(clientOf(server), model).findMany!(asked) as Promise<Data[]>,
       {
         orderBy: (row) => row[meta.id] as IdInput,
         order,
@@ -475,7 +478,11 @@ function shardOfWhere(
 function orderOf(orderBy: unknown, id: string, model: string): 'desc' | 'asc' {
   if (orderBy === undefined) return 'desc'
   const only = Array.isArray(orderBy) && orderBy.length === 1 ? orderBy[0] : orderBy
-  if (isObject(only) && Object.keys(only).length === 1 && (only[id] === 'desc' || only[id] === 'asc')) {
+  if (
+    isObject(only) &&
+    Object.keys(only).length === 1 &&
+    (only[id] === 'desc' || only[id] === 'asc')
+  ) {
     return only[id]
   }
   throw new InvalidArgumentError(

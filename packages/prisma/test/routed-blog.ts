@@ -50,7 +50,9 @@ function mysqlServerClient(url: string, source: IdSource, count: () => void): Se
  * `shardedClients` routing. Creating many posts returns their IDs: through
  * `createManyAndReturn` on PostgreSQL, `$shardedIds.assign` + `createMany` on MariaDB.
  */
-export async function routedBlogOnPrisma(context: RoutedSetupContext): Promise<RoutedBlogThroughOrm> {
+export async function routedBlogOnPrisma(
+  context: RoutedSetupContext,
+): Promise<RoutedBlogThroughOrm> {
   const { dialect, sharding, map, urls, source } = context
   const sent: Record<string, number> = {}
   const servers: Record<string, ServerClient> = {}

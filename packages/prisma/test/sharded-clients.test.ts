@@ -266,7 +266,9 @@ describe.each(['postgres', 'mysql'] as const)('shardedClients on three %s server
 
   it('fans out findMany over every server, merged by ID, newest first', async () => {
     const authors = await Promise.all(
-      ['a', 'b', 'c'].map((server) => db.author.create({ data: { email: emailOn(server, 'fan') } })),
+      ['a', 'b', 'c'].map((server) =>
+        db.author.create({ data: { email: emailOn(server, 'fan') } }),
+      ),
     )
     for (let i = 0; i < 9; i++) {
       await db.post.create({ data: { authorId: authors[i % 3]!.id, title: `fan ${i}` } })
