@@ -60,7 +60,17 @@ type ModelKeys<C> = {
  * writes on the server of the new row's shard, `db.forId(id)` is the client of the server
  * holding a row, `db.post.findManyEverywhere` and `db.fanOut` ask every server.
  */
-export type ShardedClients<C> = { readonly [K in ModelKeys<C>]: RoutedDelegate<C[K]> } & {
+export type ShardedClients<C> =
+  IsAny<C> extends true
+    ? // biome-ignore lint/suspicious/noExplicitAny: an untyped client routes untyped
+      any
+    : RoutedClients<C>
+
+/** `true` for `any`: a client whose type is unknown gives an untyped router. */
+type IsAny<T> = 0 extends 1 & T ? true : false
+
+/** {@link ShardedClients} of a typed client. */
+type RoutedClients<C> = { readonly [K in ModelKeys<C>]: RoutedDelegate<C[K]> } & {
   /** The shard homes the clients were made with. */
   readonly homes: ShardHomes<C>
   /**
