@@ -69,6 +69,8 @@ type IdFieldOf<M extends ShardedModels, K extends keyof M> = M[K]['id'] extends 
 export interface ShardedIdsClient<M extends ShardedModels = ShardedModels> {
   /** The metadata the extension uses. */
   readonly models: M
+  /** The source the extension asks for IDs (its `sharding` places every row). */
+  readonly source: IdSource
   /**
    * Gives every row without an ID (and every nested create inside it) an ID, in place, one
    * source call per shard, and returns the same rows. Use it before `createMany`, which returns
@@ -165,6 +167,7 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
 
     const $shardedIds: ShardedIdsClient<M> = {
       models,
+      source,
       async assign(model, rows) {
         const meta: ModelMetadata | undefined = Object.hasOwn(models, model)
           ? models[model]

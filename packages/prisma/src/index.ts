@@ -8,3 +8,10 @@ export {
   type ShardedIdAnnotation,
   type ShardedModels,
 } from './metadata'
+export {
+  type RoutedDelegate,
+  type ShardedClients,
+  type ShardedClientsOptions,
+  type ShardedIdsHost,
+  shardedClients,
+} from './sharded-clients'

@@ -73,6 +73,15 @@ export class IdPlan {
     return this
   }
 
+  /** Every collected new row that has an ID (all of them after {@link assign}), in order. */
+  newRows(): { model: string; id: bigint; data: Data }[] {
+    const out: { model: string; id: bigint; data: Data }[] = []
+    for (const row of this.rows) {
+      if (row.id !== undefined) out.push({ model: row.model, id: row.id, data: row.data })
+    }
+    return out
+  }
+
   /** True when no collected row needs an ID, and nothing the caller gave needs a check. */
   get empty(): boolean {
     return (
