@@ -206,6 +206,9 @@ const EDGES = [
   0n,
   -1n,
   -5n,
+  2000n,
+  -2000n, // a negative multiple of the shard count: 0, not 2000
+  -(2000n * 10n ** 40n),
   BigInt('123456789012345678901234567890'),
   BigInt('18446744073709551617'),
   -(10n ** 1023n) + 1n, // '-' and 1023 nines: the longest negative digit key
@@ -239,7 +242,7 @@ const textKey = fc.oneof(
   fc
     .tuple(fc.constantFrom('', '-'), fc.constantFrom('0', '000'), wideInteger(60))
     .map(([sign, zeros, key]) => `${sign}${zeros}${key < 0n ? -key : key}`),
-  fc.constantFrom('5'.repeat(1024), `-${'5'.repeat(1023)}`, `-${'5'.repeat(1024)}`),
+  fc.constantFrom('5'.repeat(1024), `-${'5'.repeat(1023)}`, `-${'5'.repeat(1024)}`, '-0', '-000'),
   fc.array(white, { maxLength: 4 }).map((chars) => chars.join('')),
   fc
     .tuple(fc.array(white, { maxLength: 2 }), fc.string({ maxLength: 4 }))
