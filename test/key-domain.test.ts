@@ -206,7 +206,23 @@ const EDGES = [
   0n,
   -1n,
   -5n,
+  2000n,
+  -2000n, // a negative multiple of the shard count: 0, not 2000
+  -(2000n * 10n ** 40n),
+  BigInt('123456789012345678901234567890'),
+  BigInt('18446744073709551617'),
+  -(10n ** 1023n) + 1n, // '-' and 1023 nines: the longest negative digit key
+  10n ** 1024n - 1n, // 1024 nines: the longest digit key
 ]
+
+/** Integers of any width, beyond 64 bits: up to `digits` decimal digits, either sign. */
+const wideInteger = (digits: number) =>
+  fc
+    .tuple(
+      fc.boolean(),
+      fc.string({ unit: fc.constantFrom(...'0123456789'), minLength: 1, maxLength: digits }),
+    )
+    .map(([negative, d]) => (negative ? -1n : 1n) * BigInt(d))
 
 /** Keys of every kind, as text (what a text column or a driver hands over). */
 const textKey = fc.oneof(
@@ -222,6 +238,11 @@ const textKey = fc.oneof(
     .map(([a, b, c]) => a + b + c),
   fc.constantFrom(...EDGES).map(String),
   fc.bigInt({ min: -(2n ** 66n), max: 2n ** 66n }).map(String),
+  wideInteger(400).map(String),
+  fc
+    .tuple(fc.constantFrom('', '-'), fc.constantFrom('0', '000'), wideInteger(60))
+    .map(([sign, zeros, key]) => `${sign}${zeros}${key < 0n ? -key : key}`),
+  fc.constantFrom('5'.repeat(1024), `-${'5'.repeat(1023)}`, `-${'5'.repeat(1024)}`, '-0', '-000'),
   fc.array(white, { maxLength: 4 }).map((chars) => chars.join('')),
   fc
     .tuple(fc.array(white, { maxLength: 2 }), fc.string({ maxLength: 4 }))
@@ -235,6 +256,7 @@ const integerKey = fc.oneof(
   fc.constantFrom(...EDGES),
   fc.bigInt({ min: -(2n ** 64n), max: 2n ** 65n }),
   fc.bigInt({ min: -2000n, max: 2000n }),
+  wideInteger(300),
 )
 
 describe('one key, one shard: TypeScript, PostgreSQL and MySQL/MariaDB agree', () => {
@@ -269,10 +291,13 @@ describe('one key, one shard: TypeScript, PostgreSQL and MySQL/MariaDB agree', (
       ['-5', 'auto'],
       [-5n, 'auto'],
       ['18446744073709551615', 'auto'],
+      ['123456789012345678901234567890', 'auto'],
+      [-123456789012345678901234567890n, 'auto'],
       [null, 'auto'],
     ]
-    expect(await inPostgres(asks)).toEqual([1995, 1995, 1615, 'missing'])
-    expect(await inMysql(asks)).toEqual([1995, 1995, 1615, 'missing'])
-    expect(asks.map(([key, mode]) => inTs(key, mode))).toEqual([1995, 1995, 1615, 'missing'])
+    const expected = [1995, 1995, 1615, 1890, 110, 'missing']
+    expect(await inPostgres(asks)).toEqual(expected)
+    expect(await inMysql(asks)).toEqual(expected)
+    expect(asks.map(([key, mode]) => inTs(key, mode))).toEqual(expected)
   })
 })

@@ -12,10 +12,6 @@ export type ShardKey = bigint | number | string
  */
 export type StringKeyMode = 'auto' | 'hash'
 
-/** The smallest integer key: -2^63, the smallest signed BIGINT. */
-export const MIN_INTEGER_KEY = -(1n << 63n)
-/** The largest integer key: 2^64 - 1, the largest unsigned BIGINT. */
-export const MAX_INTEGER_KEY = (1n << 64n) - 1n
 /** The longest string key, in characters (Unicode code points). */
 export const MAX_KEY_LENGTH = 1024
 
@@ -33,15 +29,16 @@ const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])
 /**
  * The logical shard of an integer key: `key mod logicalShards`, always non-negative
  * (Instagram: user 31341 with 2000 logical shards lands on shard 1341; -5 of 64 lands on 59).
- * An integer key is any value a signed or unsigned 64-bit column holds, -2^63 to 2^64 - 1; a
- * string is read as in `'auto'` mode (digits only).
+ * An integer key may be of any width (a `bigint`, a safe `number`, or a string of decimal digits
+ * read as in `'auto'` mode): `'123456789012345678901234567890'` is placed by its value, like
+ * `31341n`.
  *
  * @example
  * ```ts
  * integerShard(31341n, 2000) // 1341
  * ```
- * @throws InvalidArgumentError for a key outside -2^63 to 2^64 - 1 or a string that is not
- *   decimal digits with an optional leading `-`.
+ * @throws InvalidArgumentError for a string that is not decimal digits with an optional
+ *   leading `-`.
  * @throws UnsafeNumberError for a `number` that is not a safe integer.
  */
 export function integerShard(key: bigint | number | string, logicalShards: number): number {
@@ -52,25 +49,23 @@ export function integerShard(key: bigint | number | string, logicalShards: numbe
 }
 
 function readIntegerKey(key: bigint | number | string): bigint {
-  let value: bigint
   if (typeof key === 'bigint') {
-    value = key
-  } else if (typeof key === 'number') {
+    // The same bound as text keys, so that SQL (which reads keys as text) agrees on every key.
+    if (key.toString().length > MAX_KEY_LENGTH) {
+      throw new InvalidArgumentError(
+        `The shard key is a ${key.toString().length}-digit integer; shard keys are at most ${MAX_KEY_LENGTH} characters.`,
+      )
+    }
+    return key
+  }
+  if (typeof key === 'number') {
     if (!Number.isSafeInteger(key)) throw new UnsafeNumberError('Shard key', key)
-    value = BigInt(key)
-  } else if (typeof key === 'string' && DIGITS.test(key)) {
-    value = BigInt(key)
-  } else {
-    throw new InvalidArgumentError(
-      `An integer shard key must be a bigint, a safe integer number or a string of decimal digits with an optional leading '-', got ${typeof key === 'string' ? JSON.stringify(key) : typeof key}.`,
-    )
+    return BigInt(key)
   }
-  if (value < MIN_INTEGER_KEY || value > MAX_INTEGER_KEY) {
-    throw new InvalidArgumentError(
-      `The shard key ${value} is outside the integer keys, -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds). Hash wider numbers as text: pass mode 'hash' (stringKeys: 'hash' in a shard rule).`,
-    )
-  }
-  return value
+  if (typeof key === 'string' && DIGITS.test(key)) return BigInt(key)
+  throw new InvalidArgumentError(
+    `An integer shard key must be a bigint, a safe integer number or a string of decimal digits with an optional leading '-', got ${typeof key === 'string' ? JSON.stringify(key) : typeof key}.`,
+  )
 }
 
 /**
@@ -112,13 +107,14 @@ export function fnv1a32(text: string): number {
  * 4. A string holding U+0000 or a lone surrogate: refused (not text a database column holds).
  * 5. In `'auto'` mode, ASCII digits with an optional leading `-` (`'007'`, `'-5'`): the integer.
  * 6. Any other string (`'+5'`, `' 5'`, `'acme'`, `'ACME'`): 32-bit FNV-1a of its UTF-8 bytes.
- * 7. Integers (bigint, safe `number`, digit strings): -2^63 to 2^64 - 1, `key mod logicalShards`
- *    made non-negative; outside that range refused.
+ * 7. Integers (bigint, safe `number`, digit strings) of any width: `key mod logicalShards` made
+ *    non-negative (a 30-digit key is placed by its value, not refused).
  *
  * @example
  * ```ts
  * shardForKey(-5n, 64) // 59
  * shardForKey('18446744073709551615', 64) // 63
+ * shardForKey('123456789012345678901234567890', 2000) // 1890
  * shardForKey('acme', 64) === shardForKey('ACME', 64) // false: normalize keys before
  * ```
  * @default mode `'auto'`

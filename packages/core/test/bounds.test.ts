@@ -13,10 +13,12 @@ import {
 const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
 
 describe('bounds checked before any work', () => {
-  it('refuses integer keys wider than 64 bits, as digit strings or bigints, typed; hashes them on request', () => {
+  it('places integer keys wider than 64 bits by their value, as digit strings or bigints; hashes them on request', () => {
     const wide = 10n ** 30n + 1341n
-    expect(() => sharding.shardForKey(wide.toString())).toThrow(InvalidArgumentError)
-    expect(() => sharding.shardForKey(wide)).toThrow(InvalidArgumentError)
+    expect(sharding.shardForKey(wide.toString())).toBe(1341)
+    expect(sharding.shardForKey(wide)).toBe(1341)
+    expect(sharding.shardForKey(`-${wide}`)).toBe(2000 - 1341)
+    expect(sharding.shardForKey('9'.repeat(1024))).toBe(Number(BigInt('9'.repeat(1024)) % 2000n))
     expect(sharding.shardForKey(wide.toString(), 'hash')).toBe(
       hashShard(wide.toString(), sharding.logicalShards),
     )

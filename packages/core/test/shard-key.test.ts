@@ -72,16 +72,29 @@ describe('the key domain (the same in TS, PostgreSQL and MySQL)', () => {
     }
   })
 
-  it('refuses integers outside -2^63 to 2^64 - 1, typed, in every spelling', () => {
+  it('places integers of any width by key mod logicalShards, in every spelling', () => {
+    const mod = (key: bigint) => Number(((key % 2000n) + 2000n) % 2000n)
     for (const key of [
       2n ** 64n,
       -(2n ** 63n) - 1n,
-      '18446744073709551616',
-      '-9223372036854775809',
+      10n ** 30n + 1341n,
+      -(10n ** 300n) - 7n,
+      BigInt('123456789012345678901234567890'),
+      BigInt(`-${'9'.repeat(1023)}`),
     ]) {
-      expect(() => shardForKey(key, 2000)).toThrow(InvalidArgumentError)
+      expect(shardForKey(key, 2000)).toBe(mod(key))
+      expect(shardForKey(key.toString(), 2000)).toBe(mod(key))
+      expect(integerShard(key, 2000)).toBe(mod(key))
     }
+    expect(shardForKey('18446744073709551617', 2000)).toBe(Number(18446744073709551617n % 2000n))
+    expect(shardForKey(`${'0'.repeat(1000)}${'1'.repeat(24)}`, 2000)).toBe(
+      mod(BigInt('1'.repeat(24))),
+    )
     expect(() => shardForKey(2 ** 60, 2000)).toThrow(UnsafeNumberError)
+    // A bigint obeys the length bound of text keys (SQL reads keys as text).
+    expect(() => shardForKey(10n ** 1024n, 2000)).toThrow(InvalidArgumentError)
+    expect(() => shardForKey(-(10n ** 1023n), 2000)).toThrow(InvalidArgumentError)
+    expect(shardForKey(10n ** 1023n, 2000)).toBe(0)
     expect(() => shardForKey(1.5, 2000)).toThrow(UnsafeNumberError)
     // In 'hash' mode a wide number is text like any other.
     expect(shardForKey('18446744073709551616', 2000, 'hash')).toBe(

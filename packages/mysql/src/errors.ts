@@ -171,7 +171,7 @@ export function translateError(error: unknown, context: FailureContext): Shardfl
       )
     case SIGNALS.INVALID_KEY:
       return new InvalidArgumentError(
-        `${What}: the shard key is outside the keys shardflake places (an integer outside -2^63 to 2^64 - 1, text over 1024 characters, or U+0000).${server}`,
+        `${What}: the shard key is outside the keys shardflake places (text over 1024 characters, or U+0000). Shorten the key or remove the character.${server}`,
         options,
       )
     case SIGNALS.MISSING:

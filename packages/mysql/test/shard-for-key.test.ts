@@ -39,31 +39,45 @@ async function sqlShard(key: unknown, mode = 'auto'): Promise<number | string | 
 }
 
 describe('shard_for_key and generate_id in MySQL/MariaDB', () => {
-  it('place -5, 2^64 - 1 and text keys where core does', async () => {
+  it('place -5, 2^64 - 1, wider integers and text keys where core does', async () => {
     expect(await sqlShard('-5')).toBe(59)
     expect(await sqlShard(-5)).toBe(59)
     expect(await sqlShard('18446744073709551615')).toBe(63)
+    // Integers wider than 64 bits (wider than DECIMAL holds, too) are placed by their value.
+    for (const key of [
+      '18446744073709551616',
+      '-9223372036854775809',
+      '123456789012345678901234567890',
+      `-${'9'.repeat(1023)}`,
+      `${'0'.repeat(1000)}${'7'.repeat(24)}`,
+      '9'.repeat(1024),
+    ]) {
+      expect(await sqlShard(key)).toBe(shardForKey(key, 64))
+    }
     for (const key of ['007', '-0', '+5', ' 5', 'acme', 'ACME', 'acme ', '😀', 'e\u0301', '５']) {
       expect(await sqlShard(key)).toBe(shardForKey(key, 64))
       expect(await sqlShard(key, 'hash')).toBe(shardForKey(key, 64, 'hash'))
     }
-    await pool.query(`CALL ${db(59)}.generate_id('-5', @o)`)
-    const [row] = await rows<{ id: string }>(pool, 'SELECT CAST(@o AS CHAR) AS id')
-    expect(instagram.shardOf(row!.id)).toBe(59)
+    for (const key of ['-5', `-64${'0'.repeat(29)}5`]) {
+      expect(shardForKey(key, 64)).toBe(59)
+      await pool.query(`CALL ${db(59)}.generate_id(?, @o)`, [key])
+      const [row] = await rows<{ id: string }>(pool, 'SELECT CAST(@o AS CHAR) AS id')
+      expect(instagram.shardOf(row!.id)).toBe(59)
+    }
   })
 
   it('refuse what core refuses: SF008 missing, SF009 outside the domain, 22023 a bad mode', async () => {
     for (const key of [null, '', ' ', '\t\u3000\ufeff']) {
       expect(await sqlShard(key)).toBe(SIGNALS.MISSING_KEY)
     }
-    for (const key of ['18446744073709551616', '-9223372036854775809', 'a'.repeat(1025), 'a\0b']) {
+    for (const key of ['5'.repeat(1025), 'a'.repeat(1025), 'a\0b']) {
       expect(await sqlShard(key)).toBe(SIGNALS.INVALID_KEY)
     }
     expect(await sqlShard('a', 'AUTO')).toBe('22023')
     const failure = await pool.query(`CALL ${db(0)}.generate_id(' ', @o)`).catch((e) => e)
     expect(translateError(failure, { what: 'generate_id' })).toBeInstanceOf(MissingShardKeyError)
     const invalid = await pool
-      .query(`CALL ${db(0)}.generate_id('-9223372036854775809', @o)`)
+      .query(`CALL ${db(0)}.generate_id(?, @o)`, ['5'.repeat(1025)])
       .catch((e) => e)
     expect(translateError(invalid, { what: 'generate_id' })).toBeInstanceOf(InvalidArgumentError)
   })

@@ -227,8 +227,13 @@ describe.each(['mariadb', 'mysql8'] as const)('the %s SQL, executed', (dialect) 
         const state = await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id(?, @o)`, [key]))
         expect(state).toBe(sharding.shardForKey(key) === 0 ? undefined : SIGNALS.WRONG_SHARD)
       }
+      // Integers of any width go where core puts them: 2^64 and 10^40 are multiples of 8192.
+      for (const key of ['18446744073709551616', `1${'0'.repeat(40)}`]) {
+        expect(sharding.shardForKey(key)).toBe(0)
+        await connection.query(`CALL ${db(0)}.generate_id(?, @o)`, [key])
+      }
       expect(
-        await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id('18446744073709551616', @o)`)),
+        await sqlStateOf(connection.query(`CALL ${db(0)}.generate_id(?, @o)`, ['5'.repeat(1025)])),
       ).toBe(SIGNALS.INVALID_KEY)
       await connection.query(`CALL ${db(0)}.generate_id(0, @zero)`) // 0 itself is a key of shard 0
       await connection.query(`CALL ${db(3)}.generate_id('${8192 * 9 + 3}', @o)`)

@@ -37,7 +37,7 @@ export const SQLSTATE = Object.freeze({
   timeExhausted: 'SF007',
   /** `shard_for_key`: the key is NULL, empty or only white space. */
   missingShardKey: 'SF008',
-  /** `shard_for_key`: an integer outside -2^63 to 2^64 - 1, or text over 1024 characters. */
+  /** `shard_for_key`: a number that is not an integer, or text over 1024 characters. */
   invalidShardKey: 'SF009',
 })
 

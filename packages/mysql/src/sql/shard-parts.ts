@@ -6,7 +6,7 @@ import { counterLimit, type ResolvedSqlOptions } from './options'
 export const MAX_BATCH = MAX_IDS_PER_CALL
 
 /** Version of the routines' contract, stored in `sf_meta`. */
-export const SQL_VERSION = '3'
+export const SQL_VERSION = '4'
 
 /**
  * The `sql_mode` the routines and triggers are created with. MySQL and MariaDB run a routine

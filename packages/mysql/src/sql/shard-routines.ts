@@ -162,19 +162,16 @@ function shardForKeyRoutine(o: ResolvedSqlOptions, shard: number): string[] {
   const { routine } = shardParts(o, shard)
   const n = o.sharding.logicalShards
   const stripped = BLANK_UTF8.reduce((sql, hex) => `REPLACE(${sql}, X'${hex}', '')`, 'b')
-  const outside = signal(
-    SIGNALS.INVALID_KEY,
-    'the shard key is not an integer from -2^63 to 2^64 - 1; hash wider numbers as text (key_mode hash)',
-  )
   return routine(
     'FUNCTION',
     '`shard_for_key`(shard_key TEXT CHARACTER SET utf8mb4, key_mode VARCHAR(8) CHARACTER SET utf8mb4) RETURNS INT',
     `  DETERMINISTIC NO SQL
   COMMENT 'shardflake: the logical shard of a key, as shardForKey computes it'
 BEGIN
-  -- Integers from -2^63 to 2^64 - 1 (ASCII digits, an optional leading '-', in key_mode 'auto')
-  -- go to key mod ${n}, made non-negative; any other text to 32-bit FNV-1a of its UTF-8 bytes
-  -- mod ${n}. Keys are not folded or trimmed, whatever the collation: 'ACME', 'acme' and 'acme '
+  -- Integers of any width (ASCII digits, an optional leading '-', in key_mode 'auto') go to
+  -- key mod ${n}, made non-negative; any other text to 32-bit FNV-1a of its UTF-8 bytes mod ${n}.
+  -- DECIMAL cannot hold ${MAX_KEY_LENGTH} digits, so the modulo is taken digit by digit while
+  -- scanning: r = (r * 10 + digit) mod ${n}. Keys are not folded or trimmed, whatever the collation: 'ACME', 'acme' and 'acme '
   -- are three keys.
   DECLARE b LONGBLOB DEFAULT CAST(shard_key AS BINARY);
   DECLARE len INT DEFAULT LENGTH(b);
@@ -182,8 +179,7 @@ BEGIN
   DECLARE c INT;
   DECLARE h BIGINT UNSIGNED DEFAULT 2166136261;
   DECLARE digits BOOLEAN DEFAULT TRUE;
-  DECLARE t LONGBLOB;
-  DECLARE v DECIMAL(21, 0);
+  DECLARE r BIGINT DEFAULT 0;
   IF key_mode IS NULL OR HEX(key_mode) NOT IN ('6175746F', '68617368') THEN
     ${signal('22023', "key_mode must be 'auto' or 'hash'")};
   END IF;
@@ -204,22 +200,15 @@ BEGIN
     IF digits AND NOT (c BETWEEN 48 AND 57 OR (c = 45 AND i = 1 AND len > 1)) THEN
       SET digits = FALSE;
     END IF;
+    IF digits AND c <> 45 THEN
+      SET r = (r * 10 + (c - 48)) MOD ${n};
+    END IF;
     SET h = ((h ^ c) * 16777619) & 4294967295;
     SET i = i + 1;
   END WHILE;
   IF digits AND HEX(key_mode) = '6175746F' THEN
-    SET t = TRIM(LEADING '0' FROM SUBSTRING(b, IF(ASCII(b) = 45, 2, 1)));
-    IF LENGTH(t) > 20 THEN
-      ${outside};
-    END IF;
-    SET v = IF(LENGTH(t) = 0, 0, CAST(t AS DECIMAL(21, 0)));
-    IF ASCII(b) = 45 THEN
-      SET v = -v;
-    END IF;
-    IF v < -9223372036854775808 OR v > 18446744073709551615 THEN
-      ${outside};
-    END IF;
-    RETURN MOD(MOD(v, ${n}) + ${n}, ${n});
+    -- A leading '-' negates the key: -r mod ${n}, made non-negative.
+    RETURN IF(ASCII(b) = 45, MOD(${n} - r, ${n}), r);
   END IF;
   RETURN h MOD ${n};
 END`,

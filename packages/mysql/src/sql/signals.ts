@@ -21,7 +21,7 @@ export const SIGNALS = Object.freeze({
   WRONG_SHARD: 'SF021',
   /** `shard_for_key` or `generate_id`: the key is NULL, empty or only white space (as in PostgreSQL). */
   MISSING_KEY: 'SF008',
-  /** `shard_for_key` or `generate_id`: an integer outside -2^63 to 2^64 - 1, text over 1024 characters, or U+0000 (as in PostgreSQL). */
+  /** `shard_for_key` or `generate_id`: text over 1024 characters or U+0000 (as in PostgreSQL). */
   INVALID_KEY: 'SF009',
   /** The counter row is missing. */
   MISSING: 'SF022',

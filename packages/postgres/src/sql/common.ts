@@ -146,22 +146,21 @@ function shardForKeyScript(o: ResolvedSqlOptions): string {
   const n = o.sharding.logicalShards
   const missing = (what: string) => `RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = ${what}`
   const invalid = (what: string) => `RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = ${what}`
-  const outside = (value: string) =>
-    `format('shardflake: the shard key %s is not an integer from -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds); hash wider numbers as text with key_mode ''hash''', ${value})`
   const nullKey = `'shardflake: the shard key is missing (NULL): set it before inserting'`
   return `-- The logical shard of a shard key, as shardForKey in @shardflake/core computes it: integers
--- from -2^63 to 2^64 - 1 (numeric, or text of ASCII digits with an optional leading '-' in mode
--- 'auto') by key mod ${n}, made non-negative; any other text by 32-bit FNV-1a of its UTF-8 bytes
--- mod ${n}. NULL, '' and white space only: SQLSTATE SF008. Text over ${MAX_KEY_LENGTH} characters, integers
--- outside 64 bits: SF009. Keys are not folded or trimmed: 'ACME', 'acme' and 'acme ' are three keys.
+-- of any width (numeric, or text of ASCII digits with an optional leading '-' in mode 'auto')
+-- by key mod ${n}, made non-negative; any other text by 32-bit FNV-1a of its UTF-8 bytes
+-- mod ${n}. NULL, '' and white space only: SQLSTATE SF008. Text over ${MAX_KEY_LENGTH} characters, a
+-- numeric that is not an integer (a fraction, NaN, infinity): SF009. Keys are not folded or
+-- trimmed: 'ACME', 'acme' and 'acme ' are three keys.
 CREATE OR REPLACE FUNCTION ${c}.shard_for_key(shard_key numeric) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
   IF shard_key IS NULL THEN
     ${missing(nullKey)};
   END IF;
-  IF shard_key <> trunc(shard_key) OR shard_key < -9223372036854775808 OR shard_key > 18446744073709551615 THEN
-    ${invalid(outside('shard_key'))};
+  IF shard_key = 'NaN' OR shard_key::text IN ('Infinity', '-Infinity') OR shard_key <> trunc(shard_key) THEN
+    ${invalid(`format('shardflake: the shard key %s is not an integer; round it, or hash it as text with key_mode ''hash''', shard_key)`)};
   END IF;
   RETURN (((shard_key % ${n}) + ${n}) % ${n})::integer;
 END
@@ -172,7 +171,6 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
   bytes bytea;
   h bigint := 2166136261;
-  digits text;
   v numeric;
 BEGIN
   IF key_mode IS NULL OR key_mode NOT IN ('auto', 'hash') THEN
@@ -189,12 +187,8 @@ BEGIN
     ${missing(`'shardflake: the shard key is empty or only white space: every row without a key would land on one shard; set it before inserting'`)};
   END IF;
   IF key_mode = 'auto' AND shard_key ~ '^-?[0-9]+$' THEN
-    digits := ltrim(ltrim(shard_key, '-'), '0');
-    IF char_length(digits) > 20 THEN
-      ${invalid(outside('left(shard_key, 40)'))};
-    END IF;
-    v := CASE WHEN digits = '' THEN 0 ELSE digits::numeric END;
-    RETURN ${c}.shard_for_key(CASE WHEN left(shard_key, 1) = '-' THEN -v ELSE v END);
+    v := shard_key::numeric;
+    RETURN (((v % ${n}) + ${n}) % ${n})::integer;
   END IF;
   bytes := convert_to(shard_key, 'UTF8');
   FOR i IN 0 .. length(bytes) - 1 LOOP

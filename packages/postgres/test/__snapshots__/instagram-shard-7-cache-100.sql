@@ -1,4 +1,4 @@
--- shardflake 4: logical shard 7 of layout "instagram"
+-- shardflake 5: logical shard 7 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_7";
 
 DO $shardflake$
@@ -352,6 +352,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '4')
+VALUES (7, 'shard_7', 0, 100, '5')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

@@ -1,4 +1,4 @@
--- shardflake 4: objects shared by all shards of layout "instagram"
+-- shardflake 5: objects shared by all shards of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shardflake";
 
 CREATE TABLE IF NOT EXISTS "shardflake".layout (
@@ -48,7 +48,7 @@ BEGIN
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
     INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '4', 2000);
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '5', 2000);
   ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, 2000))
         IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text, 2000) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
@@ -68,18 +68,19 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 -- The logical shard of a shard key, as shardForKey in @shardflake/core computes it: integers
--- from -2^63 to 2^64 - 1 (numeric, or text of ASCII digits with an optional leading '-' in mode
--- 'auto') by key mod 2000, made non-negative; any other text by 32-bit FNV-1a of its UTF-8 bytes
--- mod 2000. NULL, '' and white space only: SQLSTATE SF008. Text over 1024 characters, integers
--- outside 64 bits: SF009. Keys are not folded or trimmed: 'ACME', 'acme' and 'acme ' are three keys.
+-- of any width (numeric, or text of ASCII digits with an optional leading '-' in mode 'auto')
+-- by key mod 2000, made non-negative; any other text by 32-bit FNV-1a of its UTF-8 bytes
+-- mod 2000. NULL, '' and white space only: SQLSTATE SF008. Text over 1024 characters, a
+-- numeric that is not an integer (a fraction, NaN, infinity): SF009. Keys are not folded or
+-- trimmed: 'ACME', 'acme' and 'acme ' are three keys.
 CREATE OR REPLACE FUNCTION "shardflake".shard_for_key(shard_key numeric) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
   IF shard_key IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = 'shardflake: the shard key is missing (NULL): set it before inserting';
   END IF;
-  IF shard_key <> trunc(shard_key) OR shard_key < -9223372036854775808 OR shard_key > 18446744073709551615 THEN
-    RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = format('shardflake: the shard key %s is not an integer from -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds); hash wider numbers as text with key_mode ''hash''', shard_key);
+  IF shard_key = 'NaN' OR shard_key::text IN ('Infinity', '-Infinity') OR shard_key <> trunc(shard_key) THEN
+    RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = format('shardflake: the shard key %s is not an integer; round it, or hash it as text with key_mode ''hash''', shard_key);
   END IF;
   RETURN (((shard_key % 2000) + 2000) % 2000)::integer;
 END
@@ -90,7 +91,6 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
   bytes bytea;
   h bigint := 2166136261;
-  digits text;
   v numeric;
 BEGIN
   IF key_mode IS NULL OR key_mode NOT IN ('auto', 'hash') THEN
@@ -107,12 +107,8 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'SF008', MESSAGE = 'shardflake: the shard key is empty or only white space: every row without a key would land on one shard; set it before inserting';
   END IF;
   IF key_mode = 'auto' AND shard_key ~ '^-?[0-9]+$' THEN
-    digits := ltrim(ltrim(shard_key, '-'), '0');
-    IF char_length(digits) > 20 THEN
-      RAISE EXCEPTION USING ERRCODE = 'SF009', MESSAGE = format('shardflake: the shard key %s is not an integer from -2^63 to 2^64 - 1 (what a signed or unsigned 64-bit column holds); hash wider numbers as text with key_mode ''hash''', left(shard_key, 40));
-    END IF;
-    v := CASE WHEN digits = '' THEN 0 ELSE digits::numeric END;
-    RETURN "shardflake".shard_for_key(CASE WHEN left(shard_key, 1) = '-' THEN -v ELSE v END);
+    v := shard_key::numeric;
+    RETURN (((v % 2000) + 2000) % 2000)::integer;
   END IF;
   bytes := convert_to(shard_key, 'UTF8');
   FOR i IN 0 .. length(bytes) - 1 LOOP
@@ -138,7 +134,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 4: logical shard 5 of layout "instagram"
+-- shardflake 5: logical shard 5 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_5";
 
 DO $shardflake$
@@ -490,11 +486,11 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '4')
+VALUES (5, 'shard_5', 0, 1, '5')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 4: logical shard 6 of layout "instagram"
+-- shardflake 5: logical shard 6 of layout "instagram"
 CREATE SCHEMA IF NOT EXISTS "shard_6";
 
 DO $shardflake$
@@ -846,6 +842,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '4')
+VALUES (6, 'shard_6', 0, 1, '5')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
