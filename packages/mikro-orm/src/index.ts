@@ -8,3 +8,4 @@ export type {
   ShardedIdTypeOptions,
 } from './sharded-id'
 export { ShardedIdSubscriber, type ShardedIdsOptions, shardedIds } from './subscriber'
+export { ShardedOrms, type ShardTarget, shardedOrms } from './sharded-orms'
