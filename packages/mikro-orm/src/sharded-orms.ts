@@ -1,5 +1,4 @@
 import type {
-  EntityManager,
   EntityMetadata,
   EntityName,
   EventSubscriber,
@@ -37,7 +36,7 @@ export type ShardTarget =
   | { readonly key: ShardKey }
   | { readonly shard: number }
 
-const routers = new WeakMap<ShardHomes<MikroORM>, ShardedOrms>()
+const routers = new WeakMap<ShardHomes<MikroORM>, ShardedOrms<MikroORM>>()
 
 /**
  * The MikroORM instances of an application whose rows are spread over several servers, one
@@ -54,11 +53,11 @@ const routers = new WeakMap<ShardHomes<MikroORM>, ShardedOrms>()
  * const post = await sharded.forId(postId).findOne(Post, postId, { populate: ['comments'] })
  * ```
  */
-export class ShardedOrms {
+export class ShardedOrms<O extends MikroORM = MikroORM> {
   /** @internal Made by {@link shardedOrms}. */
   constructor(
     /** The routing this uses: the homes of the logical shards, and a MikroORM per server. */
-    readonly homes: ShardHomes<MikroORM>,
+    readonly homes: ShardHomes<O>,
   ) {}
 
   /** The application's sharding. */
@@ -74,8 +73,8 @@ export class ShardedOrms {
    * const post = await sharded.forId(postId).findOne(Post, postId, { populate: ['comments'] })
    * ```
    */
-  forId(id: IdInput): EntityManager {
-    return this.homes.forId(id).em.fork()
+  forId(id: IdInput): O['em'] {
+    return this.homes.forId(id).em.fork() as O['em']
   }
 
   /**
@@ -86,8 +85,8 @@ export class ShardedOrms {
    * const authors = await sharded.forKey(email).find(Author, { email })
    * ```
    */
-  forKey(key: ShardKey): EntityManager {
-    return this.homes.forKey(key).em.fork()
+  forKey(key: ShardKey): O['em'] {
+    return this.homes.forKey(key).em.fork() as O['em']
   }
 
   /**
@@ -98,8 +97,8 @@ export class ShardedOrms {
    * const count = await sharded.forShard(17).count(Post)
    * ```
    */
-  forShard(shard: number): EntityManager {
-    return this.homes.forShard(shard).em.fork()
+  forShard(shard: number): O['em'] {
+    return this.homes.forShard(shard).em.fork() as O['em']
   }
 
   /**
@@ -135,7 +134,7 @@ export class ShardedOrms {
         )
       }
     }
-    const meta = this.metadataOf(entityName)
+    const meta = this.metadataOf(entityName as EntityName<object>)
     const indexed = data.map((item, index) => ({ item, index }))
     const groups = await this.homes.writeGroups(indexed, ({ item }) => this.shardOf(meta, item))
     const created: T[] = new Array(data.length)
@@ -164,12 +163,12 @@ export class ShardedOrms {
    * })
    * ```
    */
-  async transactional<R>(where: ShardTarget, run: (em: EntityManager) => Promise<R>): Promise<R> {
+  async transactional<R>(where: ShardTarget, run: (em: O['em']) => Promise<R>): Promise<R> {
     if (typeof run !== 'function') {
       throw new InvalidArgumentError('transactional() takes a function of the EntityManager.')
     }
     const { handle } = await this.homes.writeHome(this.shardOfTarget(where))
-    return handle.em.fork().transactional(run)
+    return handle.em.fork().transactional((em) => run(em as O['em']))
   }
 
   /**
@@ -221,12 +220,12 @@ export class ShardedOrms {
    * )
    * ```
    */
-  fanOut<R>(run: FanOutRun<EntityManager, R>, options?: FanOutOptions<R>): Promise<R[]> {
+  fanOut<R>(run: FanOutRun<O['em'], R>, options?: FanOutOptions<R>): Promise<R[]> {
     if (typeof run !== 'function') {
       throw new InvalidArgumentError('fanOut() takes a function of the EntityManager.')
     }
     return this.homes.fanOut(
-      (orm, server, shards, signal) => run(orm.em.fork(), server, shards, signal),
+      (orm, server, shards, signal) => run(orm.em.fork() as O['em'], server, shards, signal),
       options,
     )
   }
@@ -299,15 +298,15 @@ export class ShardedOrms {
  * const sharded = shardedOrms(homes)
  * ```
  */
-export function shardedOrms(homes: ShardHomes<MikroORM>): ShardedOrms {
+export function shardedOrms<O extends MikroORM>(homes: ShardHomes<O>): ShardedOrms<O> {
   if (!(homes instanceof ShardHomes)) {
     throw new InvalidArgumentError(
       'shardedOrms() takes the ShardHomes of your MikroORM instances: ShardHomes.open({ sharding, servers: { a: ormA, ... }, directory }).',
     )
   }
-  const existing = routers.get(homes)
-  if (existing) return existing
-  const seen = new Map<MikroORM, string>()
+  const existing = routers.get(homes as ShardHomes<MikroORM>)
+  if (existing) return existing as ShardedOrms<O>
+  const seen = new Map<O, string>()
   const subscribers = new Map<ShardedIdSubscriber, string>()
   for (const server of homes.serverNames) {
     const orm = homes.handleOf(server)
@@ -336,7 +335,7 @@ export function shardedOrms(homes: ShardHomes<MikroORM>): ShardedOrms {
   }
   for (const [subscriber, server] of subscribers) subscriber.home = { homes, server }
   const router = new ShardedOrms(homes)
-  routers.set(homes, router)
+  routers.set(homes as ShardHomes<MikroORM>, router as ShardedOrms<MikroORM>)
   return router
 }
 

@@ -2,7 +2,8 @@
  * The routed conformance blog on MikroORM: one MikroORM per server (each with `shardedIds()`),
  * `ShardHomes` over them, written through `shardedOrms()`.
  */
-import type { MikroORM, RequiredEntityData } from '@mikro-orm/core'
+import type { RequiredEntityData } from '@mikro-orm/core'
+import type { MikroORM } from '@mikro-orm/postgresql'
 import type {
   RoutedBlogThroughOrm,
   RoutedSetupContext,
@@ -23,7 +24,8 @@ export async function routedBlogOnMikroOrm(
   const servers: Record<string, MikroORM> = {}
   for (const [name, url] of Object.entries(urls)) {
     counts[name] = 0
-    servers[name] = await openOrm(
+    // (The MariaDB instance's em is an SQL EntityManager too.)
+    servers[name] = (await openOrm(
       dialect,
       url,
       [Author, Post, Comment, Keyed],
@@ -35,7 +37,7 @@ export async function routedBlogOnMikroOrm(
         },
         pool: { max: 4 },
       },
-    )
+    )) as MikroORM
   }
   const homes = await ShardHomes.open({ sharding, servers, directory: map })
   const sharded = shardedOrms(homes)
