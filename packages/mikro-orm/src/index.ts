@@ -7,4 +7,5 @@ export type {
   ShardedIdRule,
   ShardedIdTypeOptions,
 } from './sharded-id'
+export { ShardedOrms, type ShardTarget, shardedOrms } from './sharded-orms'
 export { ShardedIdSubscriber, type ShardedIdsOptions, shardedIds } from './subscriber'

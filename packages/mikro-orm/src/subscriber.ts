@@ -20,7 +20,9 @@ import {
   isSyncSource,
   MissingShardKeyError,
   ShardConflictError,
+  type ShardHomes,
   suppliedIdsTrusted,
+  toBigInt,
 } from '@shardflake/core'
 import { checkUpdate, databaseKeys, patchPayload, planFlush, rekey, ruleShard } from './flush'
 import { Placement } from './placement'
@@ -74,6 +76,13 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   /** The keys `onCreate` gave out, by entity: checked against the rule again at flush. */
   readonly #issued = new WeakMap<object, unknown>()
   #registered = false
+
+  /**
+   * The routing this ORM is one server of (set by `shardedOrms()`): every row it inserts or
+   * updates must live on `server`.
+   * @internal
+   */
+  home: { readonly homes: ShardHomes<unknown>; readonly server: string } | undefined
 
   constructor(options: ShardedIdsOptions) {
     checkKnownOptions('shardedIds() options', options, [
@@ -201,6 +210,32 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
    * this cannot patch is recomputed with `uow.recomputeSingleChangeSet`.
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
+    await this.place(em, uow)
+    this.checkHomes(uow)
+  }
+
+  /**
+   * Refuses a flush that would insert or update a row whose shard lives on another server than
+   * this ORM's (when routed by `shardedOrms()`), before anything is written.
+   * @throws WrongServerError
+   */
+  private checkHomes(uow: FlushEventArgs['uow']): void {
+    const home = this.home
+    const sharding = this.placement.sharding
+    if (!home || !sharding) return
+    for (const changeSet of uow.getChangeSets() as ChangeSet<Row>[]) {
+      if (changeSet.type !== ChangeSetType.CREATE && changeSet.type !== ChangeSetType.UPDATE) {
+        continue
+      }
+      const key = shardedKeyOf(changeSet.meta)
+      if (!key) continue
+      const id = changeSet.entity[key.prop.name]
+      if (id === null || id === undefined) continue
+      home.homes.checkHome(home.server, sharding.shardOfId(toBigInt(id as never)))
+    }
+  }
+
+  private async place(em: EntityManager, uow: FlushEventArgs['uow']): Promise<void> {
     const { pending, moved } = planFlush(uow, this.placement, this.#issued)
     const placed = [...pending, ...moved]
     if (placed.length === 0) return
