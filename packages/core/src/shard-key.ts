@@ -1,4 +1,5 @@
 import { InvalidArgumentError, MissingShardKeyError, UnsafeNumberError } from './errors'
+import { describeValue } from './known-options'
 
 /** A value a row is sharded by: a user id (integer) or any string key. */
 export type ShardKey = bigint | number | string
@@ -131,7 +132,7 @@ export function shardForKey(
 ): number {
   if (mode !== 'auto' && mode !== 'hash') {
     throw new InvalidArgumentError(
-      `The string key mode must be 'auto' or 'hash', got ${JSON.stringify(mode)}.`,
+      `The string key mode must be 'auto' or 'hash', got ${describeValue(mode)}.`,
     )
   }
   if (key === null || key === undefined) {

@@ -40,8 +40,10 @@ describe('64-bit ID values at their edges', () => {
 })
 
 describe('integer shard keys at their edges', () => {
-  it('trims a digit string before folding it, and allows a single logical shard', () => {
-    expect(integerShard(' 31341 ', 2000)).toBe(1341)
+  it('reads only bare digit strings as integers, and allows a single logical shard', () => {
+    // A padded digit string is text: refused as an integer, hashed as a key (as in SQL).
+    expect(() => integerShard(' 31341 ', 2000)).toThrow(InvalidArgumentError)
+    expect(integerShard('31341', 2000)).toBe(1341)
     expect(integerShard(31341, 1)).toBe(0)
     expect(() => integerShard(5, 0)).toThrow('logicalShards must be a positive integer, got 0.')
     expect(() => integerShard(5, 1.5)).toThrow(InvalidArgumentError)

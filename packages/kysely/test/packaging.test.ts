@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
+import { promisify, stripVTControlCharacters } from 'node:util'
 import { beforeAll, expect, it } from 'vitest'
 
 const run = promisify(execFile)
@@ -22,7 +22,8 @@ beforeAll(async () => {
     await run('pnpm', ['--filter', '@shardflake/core', 'build'], { cwd: root, timeout: 120_000 })
   }
   const { stdout, stderr } = await run('npx', ['tsdown'], { cwd: root, timeout: 180_000 })
-  build = stdout + stderr
+  // Without colours: tsdown colours its report when CI is set.
+  build = stripVTControlCharacters(stdout + stderr)
 }, 240_000)
 
 it('builds clean: publint and attw (esm-only) find nothing', () => {

@@ -364,8 +364,36 @@ export function shardedClients<C extends ShardedIdsHost>(
       )
     }
     const { args: asked, added } = withId({ ...given, orderBy: { [meta.id]: order } }, meta.id)
+    const id = meta.id
+    // A server may still hold copies of shards moved away (deleted only on request), and a Prisma
+    // where cannot test the shard bits of an ID: keep the rows of the shards asked about, and read
+    // on past the copies until `take` rows of those shards are found or the server has no more.
+    const readHomeRows = async (server: string, shards: readonly number[]): Promise<Data[]> => {
+      const asked_ = new Set(shards)
+      const delegate = delegateOf(clientOf(server), model)
+      const kept: Data[] = []
+      let page = asked
+      for (;;) {
+        const rows = (await delegate.findMany!(page)) as Data[]
+        for (const row of rows) {
+          if (asked_.has(sharding.shardOfId(row[id] as IdInput))) kept.push(row)
+        }
+        if (
+          take === undefined ||
+          rows.length < (take as number) ||
+          kept.length >= (take as number)
+        ) {
+          return take === undefined ? kept : kept.slice(0, take as number)
+        }
+        const last = rows[rows.length - 1]![id]
+        const after = { [id]: order === 'desc' ? { lt: last } : { gt: last } }
+        const where = (asked as Data).where
+        page = { ...(asked as Data), where: where === undefined ? after : { AND: [where, after] } }
+      }
+    }
     const rows = await homes.fanOut(
-      (_client, server) => delegateOf(clientOf(server), model).findMany!(asked) as Promise<Data[]>,
+      (_client, server, shards) =>
+        take === 0 ? Promise.resolve([]) : readHomeRows(server, shards),
       {
         orderBy: (row) => row[meta.id] as IdInput,
         order,
