@@ -179,11 +179,8 @@ export function readLayoutOptions(
   const fail = (message: string): never => {
     throw new InvalidLayoutError(`Layout ${JSON.stringify(name)}: ${message}`)
   }
-  for (const key of Object.keys(options)) {
-    if (
-      !LAYOUT_OPTIONS.includes(key) &&
-      (options as unknown as Record<string, unknown>)[key] !== undefined
-    ) {
+  for (const [key, value] of Object.entries(options)) {
+    if (!LAYOUT_OPTIONS.includes(key) && value !== undefined) {
       fail(`it has no option ${JSON.stringify(key)}. Known options: ${LAYOUT_OPTIONS.join(', ')}.`)
     }
   }

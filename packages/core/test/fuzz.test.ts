@@ -46,7 +46,7 @@ import {
 const KNOWN_CODES = new Set(
   Object.values(core as Record<string, unknown>).flatMap((value) =>
     typeof value === 'function' && value.prototype instanceof ShardflakeError
-      ? [(value as unknown as { code: string }).code]
+      ? [(value as typeof ShardflakeError).code]
       : [],
   ),
 )

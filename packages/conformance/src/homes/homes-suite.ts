@@ -491,7 +491,7 @@ export function describeShardHomes(name: string, options: ShardHomesSuiteOptions
       const known = new Set(
         Object.values(core).flatMap((value) =>
           typeof value === 'function' && value.prototype instanceof ShardflakeError
-            ? [(value as unknown as { code: string }).code]
+            ? [(value as typeof ShardflakeError).code]
             : [],
         ),
       )
