@@ -125,10 +125,17 @@ export {
   type ShardRange,
 } from './shard-map'
 export {
+  checkShardColumn,
+  checkShardColumnChange,
+  fillShardColumn,
+  shardColumnOf,
+} from './shard-column'
+export {
   checkShardRule,
   defineSharding,
   describeShardRule,
   requireSharding,
+  type ShardColumnOption,
   Sharding,
   type ShardingDescription,
   type ShardingOptions,

@@ -10,6 +10,7 @@ import { type IdInput, toBigInt } from './id-value'
 import { checkKnownOptions, describeValue } from './known-options'
 import type { Layout } from './layout'
 import { describeInstant, type LayoutDescription } from './layout-options'
+import { checkShardColumn } from './shard-column'
 import { type ShardKey, type StringKeyMode, shardForKey } from './shard-key'
 
 /** What {@link defineSharding} takes. */
@@ -40,7 +41,7 @@ export interface ShardingDescription {
  *   where the parent is (comments with their post). The shard is read from the parent's ID.
  * - `shard`: a fixed logical shard.
  */
-export type ShardRule<T = Record<string, unknown>> =
+export type ShardRule<T = Record<string, unknown>> = (
   | {
       readonly shardBy: (keyof T & string) | ((entity: T) => ShardKey | null | undefined)
       /** @default 'auto' */
@@ -48,6 +49,28 @@ export type ShardRule<T = Record<string, unknown>> =
     }
   | { readonly sameShardAs: (keyof T & string) | ((entity: T) => IdInput | null | undefined) }
   | { readonly shard: number }
+) &
+  ShardColumnOption<T>
+
+/**
+ * The `shardColumn` option every shard rule may carry.
+ * @example
+ * ```ts
+ * import type { ShardRule } from '@shardflake/core'
+ *
+ * const rule: ShardRule<{ tenantId: string; lshard: number }> = { shardBy: 'tenantId', shardColumn: 'lshard' }
+ * ```
+ */
+export interface ShardColumnOption<T = Record<string, unknown>> {
+  /**
+   * A property (an integer column) that receives the logical shard of the row's ID on every
+   * insert, for engines that route by a whole column value (Citus, Vitess, PgDog) and cannot read
+   * the shard out of the middle of a 64-bit ID. A value the caller sets must be the ID's shard
+   * (`MisplacedIdError`), and an update may not change it (`ShardKeyChangedError`).
+   * @default undefined (no such column)
+   */
+  readonly shardColumn?: keyof T & string
+}
 
 /**
  * The layout and the number of logical shards of an application, decided once and handed to
@@ -244,12 +267,13 @@ export function defineSharding(options: ShardingOptions): Sharding {
 }
 
 /** The properties of a {@link ShardRule}. */
-const RULE_OPTIONS = ['shardBy', 'stringKeys', 'sameShardAs', 'shard'] as const
+const RULE_OPTIONS = ['shardBy', 'stringKeys', 'sameShardAs', 'shard', 'shardColumn'] as const
 
 /**
  * Throws unless `rule` is a well-formed {@link ShardRule}: exactly one of `shardBy`,
  * `sameShardAs`, `shard`, naming a field or giving a function, and `stringKeys` (with `shardBy`
- * only) `'auto'` or `'hash'`. Adapters call it when an entity is defined.
+ * only) `'auto'` or `'hash'`, and `shardColumn`, when given, a property name other than the rule's
+ * field ({@link checkShardColumn}). Adapters call it when an entity is defined.
  * @param otherOptions when given, the other options the object may carry besides the rule (a
  *   decorator's column options); any other property is refused as a misspelling, naming the
  *   closest known one.
@@ -291,6 +315,7 @@ export function checkShardRule(
   } else if (typeof value === 'string' ? value.length === 0 : typeof value !== 'function') {
     return fail(`has ${keys[0]} ${describeValue(value)}, neither a field name nor a function`)
   }
+  checkShardColumn(rule, entityName)
   return rule as ShardRule<never>
 }
 
