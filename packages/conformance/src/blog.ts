@@ -12,6 +12,9 @@ export type OrmId = string | bigint
  * - `comments(id, post_id → posts, body)`: **Comment**, `{ sameShardAs: 'post' }` or `'postId'`.
  * - `keyed(id, shard_key)`: **Keyed**, `{ shardBy: 'shardKey' }` on a nullable text column: digit
  *   strings are integers (`key mod logicalShards`), other strings are hashed.
+ * - `tagged(id, tenant, lshard)`: **Tagged**, `{ shardBy: 'tenant', shardColumn: 'lshard' }`: the
+ *   integer column `lshard` receives the logical shard of the row's ID, for engines that route by
+ *   a column value.
  *
  * Every method goes through the ORM's ordinary API (repositories, `create`, `flush`), never around
  * the adapter. Methods that create return the ID the entity (or result) carries after the call,
@@ -59,6 +62,15 @@ export interface BlogThroughOrm {
    * `ShardKeyChangedError` before anything is written (unless inside `trustSuppliedIds`).
    */
   upsertKeyed(id: OrmId, shardKey: string): Promise<void>
+  /**
+   * Inserts one `Tagged` row of `tenant`. `lshard`, when given, is the caller's value for the shard
+   * column, handed to the ORM as it comes: the adapter keeps it when it is the shard of the row's
+   * ID and refuses it with `MisplacedIdError` before anything is written when it is not. Left out,
+   * the adapter fills it with the ID's shard.
+   */
+  createTagged(tenant: string, lshard?: number): Promise<OrmId>
+  /** Inserts many `Tagged` rows in ONE ORM call (save([...]), createMany, one flush, bulkCreate). */
+  createTaggedMany(tenants: readonly string[]): Promise<OrmId[]>
   /** Closes the ORM. */
   close(): Promise<void>
 }
@@ -67,6 +79,7 @@ export interface BlogThroughOrm {
 export function blogSchemaSql(dialect: Dialect): string[] {
   const text = dialect === 'postgres' ? 'TEXT' : 'VARCHAR(200)'
   return [
+    'DROP TABLE IF EXISTS tagged',
     'DROP TABLE IF EXISTS keyed',
     'DROP TABLE IF EXISTS comments',
     'DROP TABLE IF EXISTS posts',
@@ -75,6 +88,7 @@ export function blogSchemaSql(dialect: Dialect): string[] {
     `CREATE TABLE posts (id BIGINT NOT NULL PRIMARY KEY, author_id BIGINT NOT NULL REFERENCES authors (id), title ${text} NOT NULL)`,
     `CREATE TABLE comments (id BIGINT NOT NULL PRIMARY KEY, post_id BIGINT NOT NULL REFERENCES posts (id), body ${text} NOT NULL)`,
     `CREATE TABLE keyed (id BIGINT NOT NULL PRIMARY KEY, shard_key ${text} NULL)`,
+    `CREATE TABLE tagged (id BIGINT NOT NULL PRIMARY KEY, tenant ${text} NOT NULL, lshard INTEGER NOT NULL)`,
   ]
 }
 

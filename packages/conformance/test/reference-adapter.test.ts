@@ -7,10 +7,12 @@ import {
   allocateIds,
   checkKeyChange,
   checkSuppliedId,
+  fillShardColumn,
   type IdSource,
   InProcessSource,
   MissingShardKeyError,
   type ShardRule,
+  setShardColumn,
 } from '@shardflake/core'
 import {
   asAsync,
@@ -137,6 +139,19 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
           : 'INSERT INTO keyed (id, shard_key) VALUES (?, ?) ON DUPLICATE KEY UPDATE shard_key = VALUES(shard_key)',
         [String(id), shardKey],
       )
+    },
+    async createTagged(tenant, lshard) {
+      return (await this.createTaggedMany([tenant], [lshard]))[0]!
+    },
+    async createTaggedMany(tenants, lshards: readonly (number | undefined)[] = []) {
+      const rule: ShardRule<Row> = { shardBy: 'tenant', shardColumn: 'lshard' }
+      const rows: Row[] = tenants.map((tenant, i) => ({ tenant, lshard: lshards[i] }))
+      // The caller's shard column is checked against the rule's shard before any ID is spent.
+      for (const row of rows) setShardColumn(row, 'lshard', sharding.resolveShard(rule, row), 'Tagged')
+      await assign(rows, rule, 'Tagged')
+      for (const row of rows) fillShardColumn(sharding, row, 'lshard', row.id, 'Tagged')
+      await insert('tagged', ['id', 'tenant', 'lshard'], rows)
+      return rows.map((row) => row.id!)
     },
     async createPostThenFail(post) {
       const row: Row = { author_id: post.authorId.toString(), title: post.title }

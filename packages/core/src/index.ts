@@ -128,6 +128,7 @@ export {
   checkShardColumn,
   checkShardColumnChange,
   fillShardColumn,
+  setShardColumn,
   shardColumnOf,
 } from './shard-column'
 export {

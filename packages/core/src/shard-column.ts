@@ -124,6 +124,33 @@ export function fillShardColumn(
   label: string,
 ): number {
   const shard = sharding.layout.shardOf(toBigInt(id, `The ID of ${label}`))
+  return setShardColumn(row, column, shard, label, `its ID ${String(id)} is`)
+}
+
+/**
+ * {@link fillShardColumn} before the row has its ID: fills the shard column with the shard the
+ * row's ID will be on (the one its rule gives), or checks the value the caller set, so that a
+ * wrong value fails before any ID is spent.
+ * @param whose says in messages where `shard` comes from. @default 'its rule puts it'
+ * @returns `shard`
+ * @throws MisplacedIdError when the row already holds another shard.
+ * @throws InvalidArgumentError when the row holds a value that is not an integer.
+ * @example
+ * ```ts
+ * import { setShardColumn } from '@shardflake/core'
+ *
+ * const row: { tenantId: number; lshard?: number } = { tenantId: 71 }
+ * setShardColumn(row, 'lshard', 7, 'Post') // 7, and row.lshard === 7
+ * setShardColumn({ lshard: 3 }, 'lshard', 7, 'Post') // throws MisplacedIdError
+ * ```
+ */
+export function setShardColumn(
+  row: object,
+  column: string,
+  shard: number,
+  label: string,
+  whose = 'its rule puts it',
+): number {
   const record = row as Record<string, unknown>
   const given = record[column]
   if (given === undefined || given === null) {
@@ -133,7 +160,7 @@ export function fillShardColumn(
   const value = readShardValue(given, `The shard column '${column}' of a new ${label}`)
   if (value !== shard) {
     throw new MisplacedIdError(
-      `The shard column '${column}' of a new ${label} holds ${value}, but its ID ${String(id)} is on shard ${shard}. Nothing was written. Leave '${column}' out: it is filled with the ID's shard.`,
+      `The shard column '${column}' of a new ${label} holds ${value}, but ${whose} on shard ${shard}. Nothing was written. Leave '${column}' out: it is filled with the shard of the row's ID.`,
     )
   }
   return shard

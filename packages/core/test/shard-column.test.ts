@@ -10,6 +10,7 @@ import {
   instagram,
   MisplacedIdError,
   ShardKeyChangedError,
+  setShardColumn,
   shardColumnOf,
   trustSuppliedIds,
 } from '../src'
@@ -82,6 +83,16 @@ describe('fillShardColumn', () => {
     expect(() => fillShardColumn(sharding, { lshard: 9.5 }, 'lshard', onShard(9), 'Post')).toThrow(
       InvalidArgumentError,
     )
+  })
+})
+
+describe('setShardColumn', () => {
+  it('fills the shard a row is about to get, and refuses another before any ID is spent', () => {
+    const row: Record<string, unknown> = {}
+    expect(setShardColumn(row, 'lshard', 12, 'Post')).toBe(12)
+    expect(row.lshard).toBe(12)
+    expect(setShardColumn({ lshard: '12' }, 'lshard', 12, 'Post')).toBe(12)
+    expect(() => setShardColumn({ lshard: 11 }, 'lshard', 12, 'Post')).toThrow(MisplacedIdError)
   })
 })
 

@@ -9,6 +9,7 @@ import { testConcurrentInserts } from './concurrency-tests'
 import { testInsertPaths } from './insert-tests'
 import { testRefusals } from './refusal-tests'
 import { testShardRouting, testStoredShards } from './routing-tests'
+import { testShardColumn } from './shard-column-tests'
 import { AdapterSuiteState } from './suite-state'
 
 /** What {@link describeAdapter} hands the adapter's `setup`. */
@@ -93,6 +94,7 @@ export function describeAdapter(name: string, options: AdapterSuiteOptions): voi
     testRefusals(s)
     testSuppliedIds(s)
     testKeyChanges(s)
+    testShardColumn(s)
     testConcurrentInserts(s)
     testStoredShards(s)
   })
