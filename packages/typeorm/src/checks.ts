@@ -3,6 +3,7 @@
  * written: every sharded key column can carry an ID, and every rule means what it says.
  */
 import {
+  checkShardColumn,
   ConfigurationError,
   describeShardRule,
   type IdSource,
@@ -30,7 +31,51 @@ export function checkEntities(dataSource: DataSource, source: IdSource): void {
     const sharded = findShardedId(metadata.target)
     if (!sharded) continue
     checkKeyColumn(dataSource, metadata, sharded)
+    checkShardColumnOf(dataSource, metadata, sharded, source)
     if (source.sharding) checkRule(metadata, sharded, source.sharding)
+  }
+}
+
+/** Column types that hold a shard number. */
+const INTEGERS = new Set([
+  'int',
+  'integer',
+  'int2',
+  'int4',
+  'int8',
+  'smallint',
+  'mediumint',
+  'bigint',
+  'tinyint',
+  'int64',
+  'long',
+  'number',
+])
+
+/** The rule's `shardColumn`: a column of the entity, an integer, and a source whose IDs carry a shard. */
+function checkShardColumnOf(
+  dataSource: DataSource,
+  metadata: EntityMetadata,
+  sharded: ShardedIdEntry,
+  source: IdSource,
+): void {
+  const name = checkShardColumn(sharded.rule, metadata.name, {
+    fields: metadata.columns.map((column) => column.propertyName),
+    idField: sharded.propertyName,
+  })
+  if (name === undefined) return
+  const where = `${metadata.name}.${name}`
+  if (!source.sharding) {
+    throw new ConfigurationError(
+      `${where} is the shard column of ${metadata.name}, but the source makes plain IDs (ticket servers) that carry no shard. Use a source with a layout, or drop shardColumn.`,
+    )
+  }
+  const column = metadata.findColumnWithPropertyName(name)!
+  const type = String(dataSource.driver.normalizeType(column)).toLowerCase()
+  if (!INTEGERS.has(type) || column.isGenerated || column.generationStrategy) {
+    throw new ConfigurationError(
+      `${where} is the shard column of ${metadata.name}: it must be an integer column the application writes (int), not ${column.isGenerated ? 'a generated column' : `a ${type} column`}.`,
+    )
   }
 }
 

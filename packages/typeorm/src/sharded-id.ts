@@ -13,6 +13,11 @@ import { type EntitySchemaColumnOptions, PrimaryColumn } from 'typeorm'
  *   call works before it has its ID, whether the child points at it or the parent lists the
  *   child (also a loaded parent whose one-to-many relation the new child was pushed onto).
  * - `shard`: a fixed logical shard.
+ *
+ * Any of them may add `shardColumn: '<property>'`: an integer column that receives the logical
+ * shard of the row's ID on every insert, for distributed engines that route by a column value
+ * (Citus, Vitess, PgDog). A value the caller sets must be the ID's shard (`MisplacedIdError`), and
+ * a `save()` that changes it is refused (`ShardKeyChangedError`).
  */
 export type ShardedIdRule<T = Record<string, unknown>> = ShardRule<T>
 
@@ -66,9 +71,10 @@ const schemaColumns = new WeakMap<object, ShardedIdRule<Record<string, unknown>>
  *
  * @Entity()
  * class Comment {
- *   @ShardedId({ sameShardAs: 'post' })  // lands on its post's shard (read from the post's ID)
+ *   @ShardedId({ sameShardAs: 'post', shardColumn: 'lshard' })  // lands on its post's shard
  *   id!: string
  *   @ManyToOne(() => Post) post!: Post
+ *   @Column({ type: 'int' }) lshard!: number  // filled with the ID's shard, for Citus and friends
  * }
  * ```
  */
@@ -175,11 +181,13 @@ export function registerSchemas(entities: unknown): void {
 }
 
 function toEntryRule<T>(rule: ShardedIdRule<T>): ShardedIdRule<Record<string, unknown>> {
-  if ('shard' in rule) return { shard: rule.shard }
+  const shardColumn = rule.shardColumn as string | undefined
+  const column = shardColumn === undefined ? {} : { shardColumn }
+  if ('shard' in rule) return { shard: rule.shard, ...column }
   if ('sameShardAs' in rule) {
-    return { sameShardAs: rule.sameShardAs } as ShardedIdRule<Record<string, unknown>>
+    return { sameShardAs: rule.sameShardAs, ...column } as ShardedIdRule<Record<string, unknown>>
   }
-  return { shardBy: rule.shardBy, stringKeys: rule.stringKeys } as ShardedIdRule<
+  return { shardBy: rule.shardBy, stringKeys: rule.stringKeys, ...column } as ShardedIdRule<
     Record<string, unknown>
   >
 }

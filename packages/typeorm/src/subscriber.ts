@@ -1,9 +1,13 @@
 import {
   allocateIds,
   checkKeyChange,
+  checkShardColumnChange,
+  fillShardColumn,
   type IdRequestContext,
   type IdSource,
   type ShardHomes,
+  setShardColumn,
+  shardColumnOf,
   suppliedIdsTrusted,
   toBigInt,
   toSigned64,
@@ -73,6 +77,7 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
         if (this.home && this.source.sharding) {
           this.checkHome(this.source.sharding.shardOfId(toBigInt(current)))
         }
+        this.fillShardColumn(entity, event.metadata, sharded)
         return undefined
       }
     }
@@ -102,6 +107,19 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
       if (stored !== undefined && stored !== null)
         this.checkHome(sharding.shardOfId(toBigInt(stored)))
     }
+    const shardColumn = sharded && shardColumnOf(sharded.rule)
+    if (sharded && shardColumn && event.updatedColumns.some((c) => c.propertyName === shardColumn)) {
+      const id: unknown = entity[sharded.propertyName] ?? databaseEntity?.[sharded.propertyName]
+      if (id !== undefined && id !== null) {
+        checkShardColumnChange(
+          sharding,
+          id,
+          shardColumn,
+          entity[shardColumn],
+          `${metadata.name} (shardColumn '${shardColumn}'), saved`,
+        )
+      }
+    }
     if (!databaseEntity || suppliedIdsTrusted()) return undefined
     if (!sharded || !readsRule(sharded, metadata, event.updatedColumns, event.updatedRelations)) {
       return undefined
@@ -119,6 +137,21 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
       return undefined
     }
     return handled(pending.done.then(() => check(pending.items)))
+  }
+
+  /**
+   * Fills the rule's shard column of a new row that has its ID, or checks the value it carries.
+   * @throws MisplacedIdError when the row carries another shard than its ID's.
+   */
+  private fillShardColumn(
+    entity: ObjectLiteral,
+    metadata: EntityMetadata,
+    sharded: ShardedIdEntry,
+  ): void {
+    const column = shardColumnOf(sharded.rule)
+    const sharding = this.source.sharding
+    if (!column || !sharding) return
+    fillShardColumn(sharding, entity, column, entity[sharded.propertyName], metadata.name)
   }
 
   /** @throws WrongServerError when this DataSource's server is not the shard's home. */
@@ -245,14 +278,25 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     placement.checkSuppliedIds()
     // Every row of the call is placed before any is written: one on another server fails it all.
     if (this.home) for (const item of batch) this.checkHome(placement.shardOf(item))
+    // A shard column the caller set on a row with its own ID is checked before any ID is spent.
+    for (const item of batch) {
+      if (item.supplied) this.fillShardColumn(item.entity, item.metadata, item.sharded)
+    }
     const pending = batch.filter((item) => !item.supplied)
     if (pending.length === 0) return
     const shards = pending.map((item) => placement.shardOf(item))
+    const sharding = this.source.sharding
+    pending.forEach((item, i) => {
+      // Checked before the IDs are allocated: the ID to come is on the rule's shard.
+      const column = sharding && shardColumnOf(item.sharded.rule)
+      if (column) setShardColumn(item.entity, column, shards[i]!, describeRow(item))
+    })
     const ids = await allocateIds(this.source, shards, contextOf(queryRunner))
     pending.forEach((item, i) => {
       // BIGINT columns are signed: IDs past 2^63 (layouts with a 64th bit in use) wrap to negative.
       const signed = toSigned64(ids[i]!)
       item.entity[item.sharded.propertyName] = this.idType === 'bigint' ? signed : signed.toString()
+      this.fillShardColumn(item.entity, item.metadata, item.sharded)
     })
   }
 }

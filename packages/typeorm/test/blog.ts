@@ -137,6 +137,18 @@ export class Keyed {
   shardKey?: string | null
 }
 
+@Entity('tagged')
+export class Tagged {
+  @ShardedId<Tagged>({ shardBy: 'tenant', shardColumn: 'lshard' })
+  id?: string
+
+  @Column({ type: 'varchar' })
+  tenant!: string
+
+  @Column({ type: 'int' })
+  lshard?: number
+}
+
 /** How {@link blogOnTypeorm} is set up. */
 export interface BlogOptions {
   /** What entities carry. @default 'string' */
@@ -169,7 +181,7 @@ export async function blogOnTypeorm(
   const PostClass = byColumn ? PostByColumn : Post
   const CommentClass = byColumn ? CommentByColumn : Comment
   const dataSource = new DataSource(
-    dataSourceOptions(raw, [Author, PostClass, CommentClass, Keyed]),
+    dataSourceOptions(raw, [Author, PostClass, CommentClass, Keyed, Tagged]),
   )
   shardedIds(dataSource, { source, idType })
   await dataSource.initialize()
@@ -229,6 +241,14 @@ export async function blogOnTypeorm(
     },
     async upsertKeyed(id, shardKey) {
       await dataSource.getRepository(Keyed).upsert({ id: String(id), shardKey }, ['id'])
+    },
+    async createTagged(tenant, lshard) {
+      const tagged = Object.assign(new Tagged(), { tenant, lshard })
+      return (await dataSource.getRepository(Tagged).save(tagged)).id!
+    },
+    async createTaggedMany(tenants) {
+      const rows = tenants.map((tenant) => Object.assign(new Tagged(), { tenant }))
+      return (await dataSource.getRepository(Tagged).save(rows)).map((row) => row.id!)
     },
     close: () => dataSource.destroy(),
   }
