@@ -156,6 +156,14 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
     )
   }
   const models = checkModels(options.models)
+  if (!source.sharding) {
+    const tagged = Object.entries(models).find(([, model]) => model.rule?.shardColumn)
+    if (tagged) {
+      throw new ConfigurationError(
+        `Model ${tagged[0]} has the shard column '${tagged[1].rule!.shardColumn}', but the source makes plain IDs (ticket servers) that carry no shard. Use a source with a layout, or drop shardColumn.`,
+      )
+    }
+  }
 
   return Prisma.defineExtension((client) => {
     const find: FindField = async (model, where, field) => {

@@ -58,21 +58,35 @@ export function modelsFromDmmf(datamodel: DMMF.Datamodel): ShardedModels {
       if (!field.isId && !field.isUnique) {
         throw new ConfigurationError(`${where}: @shardedId goes on the @id (or a @unique) field.`)
       }
-      const { stringKeys, ...rule } = annotation
+      const { stringKeys, shardColumn, ...rule } = annotation
       const ref = rule.shardBy ?? rule.sameShardAs
       if (ref !== undefined && !model.fields.some((f) => f.name === ref)) {
         throw new ConfigurationError(
           `${where}: @shardedId names '${ref}', which ${model.name} does not have.`,
         )
       }
+      if (shardColumn !== undefined) {
+        const target = model.fields.find((f) => f.name === shardColumn)
+        if (!target) {
+          throw new InvalidShardRuleError(
+            `${where}: @shardedId has shardColumn '${shardColumn}', which ${model.name} does not have. Add an Int field for the logical shard of each row's ID.`,
+          )
+        }
+        if (target.kind !== 'scalar' || target.type !== 'Int' || target.isList) {
+          throw new ConfigurationError(
+            `${where}: shardColumn '${shardColumn}' is a ${target.type}; it holds the logical shard of the row's ID: make it an Int.`,
+          )
+        }
+      }
+      const column = shardColumn === undefined ? {} : { shardColumn }
       sharded = {
         id: field.name,
         rule:
           rule.shard !== undefined
-            ? { shard: rule.shard }
+            ? { shard: rule.shard, ...column }
             : rule.sameShardAs !== undefined
-              ? { sameShardAs: rule.sameShardAs }
-              : { shardBy: rule.shardBy!, ...(stringKeys && { stringKeys }) },
+              ? { sameShardAs: rule.sameShardAs, ...column }
+              : { shardBy: rule.shardBy!, ...(stringKeys && { stringKeys }), ...column },
       }
     }
     models[model.name] = { ...sharded, relations }

@@ -1,6 +1,7 @@
 import {
   ConfigurationError,
   checkKnownOptions,
+  checkShardColumn,
   checkShardRule,
   InvalidShardRuleError,
   type ShardRule,
@@ -65,6 +66,8 @@ export interface ShardedIdAnnotation {
   readonly sameShardAs?: string
   readonly shard?: number
   readonly stringKeys?: StringKeyMode
+  /** An `Int` field that receives the logical shard of the row's ID. */
+  readonly shardColumn?: string
 }
 
 const ANNOTATION = /@shardedId\b\s*(?:\(([^)]*)\))?/g
@@ -76,7 +79,8 @@ export const LOOKALIKE = /@shard(?:ed)?(?:[_-]?ids?)?(?![\w/.-])/gi
 
 /**
  * Reads `@shardedId(shardBy: email)`, `@shardedId(sameShardAs: post)` or `@shardedId(shard: 3)`
- * (plus `stringKeys: hash`) out of a field's `///` documentation. Returns `undefined` when the
+ * (plus `stringKeys: hash`, and `shardColumn: lshard`, an `Int` field that receives the ID's
+ * logical shard) out of a field's `///` documentation. Returns `undefined` when the
  * documentation has no annotation.
  * @throws InvalidShardRuleError for a malformed or misspelt annotation (`@shardedid`, unknown
  *   arguments, two rules), so a typo fails `prisma generate` instead of leaving the model unsharded.
@@ -106,11 +110,11 @@ export function parseShardedId(
     }
     entries[key] = value
   }
-  const { shardBy, sameShardAs, shard, stringKeys, ...unknown } = entries
+  const { shardBy, sameShardAs, shard, stringKeys, shardColumn, ...unknown } = entries
   const extra = Object.keys(unknown)
   if (extra.length > 0) {
     throw new InvalidShardRuleError(
-      `${where}: unknown ${extra.join(', ')} in ${match[0]} (use shardBy, sameShardAs, shard, stringKeys).`,
+      `${where}: unknown ${extra.join(', ')} in ${match[0]} (use shardBy, sameShardAs, shard, stringKeys, shardColumn).`,
     )
   }
   const rules = [shardBy, sameShardAs, shard].filter((value) => value !== undefined)
@@ -132,6 +136,7 @@ export function parseShardedId(
     ...(sameShardAs !== undefined && { sameShardAs }),
     ...(shard !== undefined && { shard: Number(shard) }),
     ...(stringKeys !== undefined && { stringKeys }),
+    ...(shardColumn !== undefined && { shardColumn }),
   }
 }
 
@@ -167,6 +172,7 @@ function relationOf(
  */
 function resolveRule(models: ShardedModels, name: string, meta: ModelMetadata): ShardRule {
   const rule = checkShardRule(meta.rule, name) as ShardRule
+  checkShardColumn(rule, name, { idField: meta.id })
   if ('shard' in rule) return rule
   const ref = 'shardBy' in rule ? rule.shardBy : rule.sameShardAs
   if (typeof ref !== 'string') return rule
@@ -198,7 +204,7 @@ function resolveRule(models: ShardedModels, name: string, meta: ModelMetadata): 
       `${name}: sameShardAs '${ref}' reads the shard from ${via.relation.model}'s ID, but ${parent?.id === undefined ? `${via.relation.model} has no sharded ID (no @shardedId)` : `'${ref}' does not hold ${via.relation.model}.${parent.id}`}. Use shardBy for a plain key.`,
     )
   }
-  return via?.key && via.key !== ref ? { sameShardAs: via.key } : rule
+  return via?.key && via.key !== ref ? { ...rule, sameShardAs: via.key } : rule
 }
 
 /**

@@ -2,13 +2,16 @@ import {
   allocateIds,
   ConfigurationError,
   checkKeyChange,
+  checkShardColumnChange,
   checkSuppliedId,
   describeShardRule,
+  fillShardColumn,
   type IdSource,
   InvalidArgumentError,
   MissingShardKeyError,
   type Sharding,
   ShardKeyChangedError,
+  setShardColumn,
   stringifyIds,
   suppliedIdsTrusted,
   toBigInt,
@@ -39,6 +42,9 @@ export type FindField = (model: string, where: Data, field: string) => Promise<u
 export class IdPlan {
   private readonly rows: NewRow[] = []
   private readonly keyChanges: KeyChange[] = []
+  /** Updates that write a model's shard column: the value must stay the stored ID's shard. */
+  private readonly columnChanges: { target: ExistingRow; value: unknown; operation: string }[] =
+    []
   /** True inside a transaction: rows it wrote are not visible to `find`. */
   private inTransaction = false
 
@@ -85,7 +91,9 @@ export class IdPlan {
   /** True when no collected row needs an ID, and nothing the caller gave needs a check. */
   get empty(): boolean {
     return (
-      this.rows.every((row) => row.id !== undefined && !row.given) && this.keyChanges.length === 0
+      this.rows.every((row) => row.id !== undefined && !row.given) &&
+      this.keyChanges.length === 0 &&
+      this.columnChanges.length === 0
     )
   }
 
@@ -115,7 +123,16 @@ export class IdPlan {
     // A source without a sharding (ticket servers) makes plain IDs with no shard in them: every
     // row asks it for shard 0 and shard rules do not apply, as in the other adapters.
     if (!sharding) for (const row of open) row.shard = 0
-    let unchecked = sharding && !suppliedIdsTrusted()
+    // The shard column of a row with its ID is the ID's shard, trusted IDs too.
+    if (sharding) {
+      for (const row of this.rows) {
+        const column = row.meta.rule?.shardColumn
+        if (column && row.id !== undefined) {
+          fillShardColumn(sharding, row.data, column, row.id, describeRow(row))
+        }
+      }
+    }
+    let unchecked = sharding && (!suppliedIdsTrusted() || this.columnChanges.length > 0)
     while (open.length > 0 || unchecked) {
       const questions = sharding ? this.place(open, sharding) : []
       if (questions.length === 0 && unchecked) {
@@ -136,6 +153,11 @@ export class IdPlan {
         )
       }
       const shards = ready.map((row) => row.shard!)
+      for (const row of ready) {
+        // Checked before the IDs are allocated: each ID to come is on its row's shard.
+        const column = sharding && row.meta.rule?.shardColumn
+        if (column) setShardColumn(row.data, column, row.shard!, describeRow(row))
+      }
       const ids = await allocateIds(source, shards, undefined, { singleNextId: true })
       ready.forEach((row, i) => {
         row.id = ids[i]!
@@ -160,6 +182,21 @@ export class IdPlan {
         questions.push(question)
       }
     }
+    for (const { target, value, operation } of this.columnChanges) {
+      const id = lookup(target, target.meta.id!)
+      if (id && 'ask' in id) ask(id.ask)
+      if (id && 'value' in id) {
+        const column = target.meta.rule!.shardColumn!
+        checkShardColumnChange(
+          sharding,
+          id.value,
+          column,
+          value,
+          `${target.model} (shardColumn '${column}'), by ${operation}()`,
+        )
+      }
+    }
+    if (suppliedIdsTrusted()) return questions
     for (const change of this.keyChanges) {
       const { target, after, operation } = change
       const id = lookup(target, target.meta.id!)
@@ -272,6 +309,8 @@ export class IdPlan {
     this.rows.splice(0, this.rows.length, ...this.rows.filter((row) => !dropped.has(row)))
     const kept = this.keyChanges.filter((change) => !dropped.has(change.target))
     this.keyChanges.splice(0, this.keyChanges.length, ...kept)
+    const columns = this.columnChanges.filter((change) => !dropped.has(change.target))
+    this.columnChanges.splice(0, this.columnChanges.length, ...columns)
   }
 
   private create(
@@ -317,6 +356,17 @@ export class IdPlan {
     }
     checkNumbers(this.models, model, meta, data)
     this.nested(row, data)
+    const column = meta.id === undefined ? undefined : meta.rule?.shardColumn
+    if (column && data[column] !== undefined) {
+      const value = data[column]
+      if (isObject(value) && !('set' in value)) {
+        throw new ShardKeyChangedError(
+          `${model}.${column} is the shard column of ${model}, and this update changes it with ${Object.keys(value).join(', ')}: it must stay the shard of the row's ID. Nothing was written. Leave it out of updates.`,
+        )
+      }
+      const target: ExistingRow = { ...row, askable: askable && 'maybe' }
+      this.columnChanges.push({ target, value: setValue(value), operation })
+    }
     const after = rowAfter(meta, model, data, row.links)
     if (after) {
       // The stored row is read like an upsert's: no row, nothing to check (Prisma reports it).

@@ -82,6 +82,17 @@ function blogOn<P extends PgBlogClient | MysqlBlogClient>(
         update: { shardKey },
       })
     },
+    async createTagged(tenant, lshard) {
+      // lshard is required in the Prisma type: the extension fills it, the cast leaves it out.
+      const data = { tenant, ...(lshard !== undefined && { lshard }) } as { tenant: string; lshard: number }
+      return (await client.tagged.create({ data })).id
+    },
+    async createTaggedMany(tenants) {
+      const data = tenants.map((tenant) => ({ tenant })) as { tenant: string; lshard: number }[]
+      await client.tagged.createMany({ data })
+      const rows = await client.tagged.findMany({ where: { tenant: { in: [...tenants] } } })
+      return tenants.map((tenant) => rows.find((row) => row.tenant === tenant)!.id)
+    },
     async createPostThenFail(post) {
       await client.$transaction(async (tx) => {
         await tx.post.create({ data: { authorId: key(post.authorId), title: post.title } })
