@@ -6,6 +6,7 @@ import {
 } from '@mikro-orm/core'
 import {
   ConfigurationError,
+  checkShardColumn,
   checkShardRule,
   InvalidShardRuleError,
   type Sharding,
@@ -43,7 +44,43 @@ export function checkShardedKeys(
     }
     checkColumn(meta, key.prop)
     checkFields(meta, key.spec.rule, metas)
+    checkShardColumnOf(meta, key.prop, key.spec.rule, sharding)
     if (key.spec.idType === undefined) applyIdType(meta, key.prop, idType)
+  }
+}
+
+/**
+ * The rule's `shardColumn`: a scalar integer property of the entity, and a source whose IDs carry
+ * a shard.
+ * @throws InvalidShardRuleError, ConfigurationError
+ */
+function checkShardColumnOf(
+  meta: EntityMetadata,
+  key: EntityProperty,
+  rule: Record<string, unknown>,
+  sharding: Sharding | undefined,
+): void {
+  const name = checkShardColumn(rule, meta.className, {
+    fields: Object.keys(meta.properties),
+    idField: key.name,
+  })
+  if (name === undefined) return
+  const where = `${meta.className}.${name}`
+  if (!sharding) {
+    throw new ConfigurationError(
+      `${where} is the shard column of ${meta.className}, but the source makes plain IDs (ticket servers) that carry no shard. Use a source with a layout, or drop shardColumn.`,
+    )
+  }
+  const prop = meta.properties[name]!
+  const column = prop.columnTypes?.[0] ?? ''
+  if (
+    prop.kind !== ReferenceKind.SCALAR ||
+    prop.generated !== undefined ||
+    !/^(tinyint|smallint|mediumint|int|integer|int2|int4|int8|bigint)\b/i.test(column)
+  ) {
+    throw new ConfigurationError(
+      `${where} is the shard column of ${meta.className}: it must be a scalar integer property the application writes, not ${JSON.stringify(column || prop.kind)}.`,
+    )
   }
 }
 

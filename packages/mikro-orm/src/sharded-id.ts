@@ -182,10 +182,14 @@ function isAssigner(value: object): value is SyncAssigner {
 
 function pickRule<T>(options: ShardedIdOptions<T>): ShardedIdRule<Record<string, unknown>> {
   checkShardRule(options, '@ShardedId', ['idType', 'fieldName'])
-  if ('shard' in options && options.shard !== undefined) return { shard: options.shard }
+  const shardColumn = options.shardColumn as string | undefined
+  const column = shardColumn === undefined ? {} : { shardColumn }
+  if ('shard' in options && options.shard !== undefined) return { shard: options.shard, ...column }
   if ('sameShardAs' in options && options.sameShardAs !== undefined) {
-    return { sameShardAs: options.sameShardAs } as ShardedIdRule<Record<string, unknown>>
+    return { sameShardAs: options.sameShardAs, ...column } as ShardedIdRule<
+      Record<string, unknown>
+    >
   }
   const { shardBy, stringKeys } = options as { shardBy: never; stringKeys?: StringKeyMode }
-  return stringKeys === undefined ? { shardBy } : { shardBy, stringKeys }
+  return stringKeys === undefined ? { shardBy, ...column } : { shardBy, stringKeys, ...column }
 }

@@ -15,12 +15,16 @@ import {
   allocateIds,
   ConfigurationError,
   checkKnownOptions,
+  checkShardColumnChange,
   checkSuppliedId,
+  fillShardColumn,
   type IdSource,
   isSyncSource,
   MissingShardKeyError,
   ShardConflictError,
   type ShardHomes,
+  setShardColumn,
+  shardColumnOf,
   suppliedIdsTrusted,
   toBigInt,
 } from '@shardflake/core'
@@ -187,6 +191,10 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       if (error instanceof MissingShardKeyError) return undefined
       throw error
     }
+    // A shard column set to another shard: no ID now; the flush refuses it before any is made.
+    const column = shardColumnOf(spec.rule)
+    const given = column ? (entity as Row)[column] : undefined
+    if (given !== undefined && given !== null && Number(given) !== shard) return undefined
     const id = inType(this.source.nextId(shard), idTypeOf(shardedKeyOf(meta)!.prop))
     this.#issued.set(entity, id)
     return id
@@ -211,7 +219,38 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
     await this.place(em, uow)
+    this.fillShardColumns(uow)
     this.checkHomes(uow)
+  }
+
+  /**
+   * Writes the shard of each new row's ID into its rule's `shardColumn` (entity and change set),
+   * and refuses an update that sets it to another shard.
+   * @throws MisplacedIdError, ShardKeyChangedError
+   */
+  private fillShardColumns(uow: FlushEventArgs['uow']): void {
+    const sharding = this.placement.sharding
+    if (!sharding) return
+    for (const changeSet of uow.getChangeSets() as ChangeSet<Row>[]) {
+      const key = shardedKeyOf(changeSet.meta)
+      const column = key && shardColumnOf(key.spec.rule)
+      if (!key || !column) continue
+      const { entity, payload } = changeSet
+      const id = entity[key.prop.name]
+      if (id === null || id === undefined) continue
+      if (changeSet.type === ChangeSetType.CREATE) {
+        fillShardColumn(sharding, entity, column, id as bigint, changeSet.meta.className)
+        payload[column] = entity[column]
+      } else if (changeSet.type === ChangeSetType.UPDATE && column in payload) {
+        checkShardColumnChange(
+          sharding,
+          id,
+          column,
+          payload[column],
+          `${changeSet.meta.className} (shardColumn '${column}'), by flush`,
+        )
+      }
+    }
   }
 
   /**
@@ -276,6 +315,17 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     else if (this.#issued.get(entity) !== id) {
       checkUpdate(entity, meta, this.placement, id, 'em.upsert()')
     }
+    this.fillShardColumnOf(entity as Row, meta)
+  }
+
+  /** Fills (or checks) the shard column of one row that has its ID. @throws MisplacedIdError */
+  private fillShardColumnOf(row: Row, meta: EntityMetadata): void {
+    const key = shardedKeyOf(meta)
+    const column = key && shardColumnOf(key.spec.rule)
+    const sharding = this.placement.sharding
+    const id = key && row[key.prop.name]
+    if (!column || !sharding || id === null || id === undefined) return
+    fillShardColumn(sharding, row, column, id, meta.className)
   }
 
   /** Gives every row without a key one, and checks the keys rows have (see `assignShardedIds`). */
@@ -292,15 +342,22 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
         sharding && !suppliedIdsTrusted() ? ruleShard(this.placement, row, meta) : undefined
       checkSuppliedId(sharding, id, shard, meta.className)
     }
+    for (const row of rows) if (row[key.prop.name] != null) this.fillShardColumnOf(row, meta)
     const pending = rows.filter((row) => row[key.prop.name] == null)
     await this.fill(
       pending,
       pending.map(() => meta),
     )
+    for (const row of pending) this.fillShardColumnOf(row, meta)
   }
 
   private async fill(rows: readonly object[], metas: readonly EntityMetadata[]): Promise<void> {
     const shards = rows.map((row, i) => this.placement.shardOf(row, metas[i]!))
+    rows.forEach((row, i) => {
+      // A shard column the caller set is checked before any ID is spent.
+      const column = shardColumnOf(shardedKeyOf(metas[i]!)!.spec.rule)
+      if (column) setShardColumn(row, column, shards[i]!, metas[i]!.className)
+    })
     const ids = await allocateIds(this.source, shards)
     rows.forEach((row, i) => {
       const { prop } = shardedKeyOf(metas[i]!)!

@@ -181,7 +181,14 @@ export async function blogOnTypeorm(
   const PostClass = byColumn ? PostByColumn : Post
   const CommentClass = byColumn ? CommentByColumn : Comment
   const dataSource = new DataSource(
-    dataSourceOptions(raw, [Author, PostClass, CommentClass, Keyed, Tagged]),
+    dataSourceOptions(raw, [
+      Author,
+      PostClass,
+      CommentClass,
+      Keyed,
+      // A shard column needs IDs that carry a shard: not with ticket servers.
+      ...(source.sharding ? [Tagged] : []),
+    ]),
   )
   shardedIds(dataSource, { source, idType })
   await dataSource.initialize()

@@ -33,4 +33,11 @@ export class Keyed {
   @Property({ type: 'string', nullable: true }) shardKey!: string | null
 }
 
-export const esBlog = { Author, Post, Comment, Keyed }
+@Entity({ tableName: 'tagged' })
+export class Tagged {
+  @ShardedId({ shardBy: 'tenant', shardColumn: 'lshard' }) id!: bigint
+  @Property({ type: 'string' }) tenant!: string
+  @Property({ type: 'integer', nullable: true }) lshard?: number
+}
+
+export const esBlog = { Author, Post, Comment, Keyed, Tagged }

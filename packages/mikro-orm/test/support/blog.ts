@@ -27,6 +27,11 @@ export interface BlogComment {
   post: BlogPost
   body: string
 }
+export interface BlogTagged {
+  id: bigint
+  tenant: string
+  lshard?: number | null
+}
 export interface BlogKeyed {
   id: bigint
   shardKey?: string | null | undefined
@@ -39,6 +44,8 @@ export interface BlogEntities {
   Comment: EntityName<BlogComment>
   /** (Any entity: defineEntity infers `shardKey` in a shape BlogKeyed cannot name.) */
   Keyed: EntityName
+  /** (Any entity, like Keyed.) */
+  Tagged: EntityName
 }
 
 /** MikroORM on `url` with the entities and `extensions`; never creates the schema (the tests do). */
@@ -61,11 +68,12 @@ export async function mikroBlog(
   { source, raw }: { source: IdSource; raw: { url: string } },
   options: Omit<ShardedIdsOptions, 'source'> = {},
 ): Promise<BlogThroughOrm> {
-  const { Author, Post, Comment, Keyed } = entities
+  const { Author, Post, Comment, Keyed, Tagged } = entities
   const orm = await openOrm(
     dialect,
     raw.url,
-    [Author, Post, Comment, Keyed],
+    // A shard column needs IDs that carry a shard: not with ticket servers.
+    [Author, Post, Comment, Keyed, ...(source.sharding ? [Tagged] : [])],
     [shardedIds({ source, ...options })],
   )
   const fork = (): EntityManager => orm.em.fork()
@@ -139,6 +147,18 @@ export async function mikroBlog(
     },
     async upsertKeyed(id, shardKey) {
       await fork().upsert(Keyed, { id: BigInt(id), shardKey } as BlogKeyed)
+    },
+    async createTagged(tenant, lshard) {
+      const em = fork()
+      const created = em.create(Tagged, { tenant, lshard } as BlogTagged) as BlogTagged
+      await em.flush()
+      return created.id
+    },
+    async createTaggedMany(tenants) {
+      const em = fork()
+      const created = tenants.map((tenant) => em.create(Tagged, { tenant } as BlogTagged))
+      await em.flush()
+      return created.map((entity) => (entity as BlogTagged).id)
     },
     close: () => orm.close(true),
   }

@@ -40,4 +40,14 @@ export const Keyed = defineEntity({
   },
 })
 
-export const definedBlog = { Author, Post, Comment, Keyed }
+export const Tagged = defineEntity({
+  name: 'Tagged',
+  tableName: 'tagged',
+  properties: {
+    id: shardedId({ shardBy: 'tenant', shardColumn: 'lshard' }),
+    tenant: p.string(),
+    lshard: p.integer().nullable(),
+  },
+})
+
+export const definedBlog = { Author, Post, Comment, Keyed, Tagged }

@@ -33,8 +33,10 @@ function mariadbAdapter(url: string, pool = 10) {
 
 /** The blog's Prisma client on MariaDB (adapter-mariadb), with the extension and `models` passed. */
 export function mysqlClient(url: string, source: IdSource, pool = 10) {
+  // A shard column needs IDs that carry a shard: ticket servers get the models without Tagged.
+  const models = source.sharding ? mysqlModels : { ...mysqlModels, Tagged: { relations: {} } }
   return new MysqlClient({ adapter: mariadbAdapter(url, pool) }).$extends(
-    shardedIds({ source, models: mysqlModels }),
+    shardedIds({ source, models }),
   )
 }
 
