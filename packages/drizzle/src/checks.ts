@@ -4,6 +4,7 @@
  */
 import {
   ConfigurationError,
+  checkShardColumn,
   describeShardRule,
   InvalidShardRuleError,
   type Sharding,
@@ -164,6 +165,15 @@ function referenceOf(table: PgTable | MySqlTable, column: Column): Reference | u
 function checkRule(sharded: ShardedTable, sharding: Sharding | undefined): void {
   const { name, key, spec } = sharded
   const rule: ShardedIdRule = checkRuleShape(spec.rule, name)
+  const shardColumn = checkShardColumn(rule, name, {
+    fields: Object.keys(getTableColumns(sharded.table)),
+    idField: key,
+  })
+  if (shardColumn !== undefined && !sharding) {
+    throw new ConfigurationError(
+      `${name}.${shardColumn} is the shard column of ${name}, but the source makes plain IDs (ticket servers) that carry no shard. Use a source with a layout, or drop shardColumn.`,
+    )
+  }
   if ('shard' in rule) {
     if (sharding && typeof rule.shard === 'number') {
       sharding.checkShard(rule.shard, `${name} ({ shard: ${rule.shard} })`)

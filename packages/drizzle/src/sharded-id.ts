@@ -7,6 +7,7 @@ import {
   MissingShardKeyError,
   type Sharding,
   type ShardRule,
+  shardColumnOf,
 } from '@shardflake/core'
 
 /** A row as Drizzle's `.values()` takes it: column keys (the table's property names) to values. */
@@ -23,8 +24,12 @@ export type Row = Record<string, unknown>
  * - `{ shard: () => n }`: a shard that does not come from the row, asked each time an ID is
  *   made, e.g. the tenant of the request from an `AsyncLocalStorage`.
  *
+ * Any of them may add `shardColumn: 'lshard'`: an integer column that receives the logical shard
+ * of each row's ID, for engines that route by a column value (Citus, Vitess, PgDog).
+ *
  * `shardBy` and `sameShardAs` read the row, which Drizzle's `$defaultFn` never sees: rows of such
- * a table get their IDs from {@link ShardedIds.assign} before `.values(rows)`. `shard` needs no
+ * a table (and of a table with a `shardColumn`) get their IDs from {@link ShardedIds.assign}
+ * before `.values(rows)`. `shard` needs no
  * row, so `$defaultFn` can serve it too (from a synchronous source).
  */
 export type ShardedIdRule = ShardRule<Row> | { readonly shard: () => number | undefined }
@@ -176,6 +181,12 @@ function nextDefault(spec: ShardedIdSpec): bigint | string {
   if (readsRow(rule)) {
     throw new MissingShardKeyError(
       `${binding.where} is placed by its row (${describeShardRule(rule as ShardRule<never>)}), which Drizzle's $defaultFn does not see: give the rows their IDs with \`await ids.assign(${binding.table}, rows)\` before .values(rows), or set the ID yourself.`,
+    )
+  }
+  const column = shardColumnOf(rule)
+  if (column) {
+    throw new MissingShardKeyError(
+      `${binding.where} fills the shard column '${column}' of each row, which Drizzle's $defaultFn does not see: give the rows their IDs with \`await ids.assign(${binding.table}, rows)\` before .values(rows).`,
     )
   }
   if (!isSyncSource(source)) {

@@ -2,8 +2,10 @@ import {
   allocateIds,
   ConfigurationError,
   checkKeyChange,
+  checkShardColumnChange,
   checkKnownOptions,
   checkSuppliedId,
+  fillShardColumn,
   describeShardRule,
   type IdRequestContext,
   type IdSource,
@@ -12,6 +14,8 @@ import {
   ShardConflictError,
   type ShardRule,
   suppliedIdsTrusted,
+  setShardColumn,
+  shardColumnOf,
 } from '@shardflake/core'
 import { getTableName, type InferInsertModel, is, Placeholder, SQL, Table } from 'drizzle-orm'
 import { checkLosslessClient, findShardedTables, type ShardedTable } from './checks'
@@ -235,6 +239,16 @@ export class ShardedIds {
       )
     }
     const sharding = this.source.sharding
+    const column = shardColumnOf(sharded.spec.rule)
+    if (sharding && column) {
+      checkShardColumnChange(
+        sharding,
+        id,
+        column,
+        (set as Row)[column],
+        `${describeTable(sharded)}, by update()`,
+      )
+    }
     if (!sharding || suppliedIdsTrusted()) return
     checkKeyChange(
       sharding,
@@ -258,6 +272,7 @@ export class ShardedIds {
     const { key } = sharded
     const sharding = this.source.sharding
     const checking = sharding !== undefined && !suppliedIdsTrusted()
+    const column = sharding ? shardColumnOf(sharded.spec.rule) : undefined
     const pending: Row[] = []
     const shards: number[] = []
     const given: [Row, bigint][] = []
@@ -270,7 +285,10 @@ export class ShardedIds {
       }
       const value = row[key]
       if (value === undefined || value === null) {
-        shards.push(this.shardOf(sharded, row))
+        const shard = this.shardOf(sharded, row)
+        // The ID to come is on this shard: a shard column set to another fails before any is made.
+        if (column) setShardColumn(row, column, shard, describeTable(sharded))
+        shards.push(shard)
         pending.push(row)
       } else if (!is(value, SQL) && !is(value, Placeholder)) {
         // A caller's ID, read exactly: a number past 2^53 has already lost digits (refused).
@@ -279,6 +297,7 @@ export class ShardedIds {
         const id = checkSuppliedId(sharding, value, undefined, label)
         if (write === 'assign') checkSuppliedId(sharding, id, ruleShard, label)
         else checkKeyChange(sharding, id, ruleShard, `${label}, by upsert`)
+        if (column && sharding) fillShardColumn(sharding, row, column, id, label)
         given.push([row, id])
       }
     }

@@ -9,10 +9,23 @@
 import type { BlogThroughOrm, Dialect, OrmId, RawDatabase } from '@shardflake/conformance'
 import type { IdSource } from '@shardflake/core'
 import { type Column, eq } from 'drizzle-orm'
-import { type MySqlTable, bigint as mysqlBigint, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
+import {
+  int,
+  type MySqlTable,
+  bigint as mysqlBigint,
+  mysqlTable,
+  varchar,
+} from 'drizzle-orm/mysql-core'
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2'
 import { drizzle as pgDrizzle } from 'drizzle-orm/node-postgres'
-import { type PgColumn, type PgTable, bigint as pgBigint, pgTable, text } from 'drizzle-orm/pg-core'
+import {
+  integer,
+  type PgColumn,
+  type PgTable,
+  bigint as pgBigint,
+  pgTable,
+  text,
+} from 'drizzle-orm/pg-core'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
 import { type ShardedIdRule, shardedId, shardedIds } from '../../src'
@@ -29,6 +42,8 @@ export interface BlogTables {
   readonly posts: AnyTable
   readonly comments: AnyTable
   readonly keyed: AnyTable
+  /** `{ shardBy: 'tenant', shardColumn: 'lshard' }`. */
+  readonly tagged: AnyTable
   readonly postId: Column
   readonly commentPostId: Column
 }
@@ -48,6 +63,10 @@ export function blogRules(style: RuleStyle = 'names') {
       sameShardAs: byName ? 'postId' : (row: Row) => row.postId as bigint,
     } as ShardedIdRule,
     keyed: { shardBy: byName ? 'shardKey' : (row: Row) => row.shardKey as string } as ShardedIdRule,
+    tagged: {
+      shardBy: byName ? 'tenant' : (row: Row) => row.tenant as string,
+      shardColumn: 'lshard',
+    } as ShardedIdRule,
   }
 }
 
@@ -78,6 +97,11 @@ export function blogTables(dialect: Dialect, style: RuleStyle = 'names'): BlogTa
       id: shardedId(id(), rules.keyed).primaryKey(),
       shardKey: text('shard_key'),
     })
+    const tagged = pgTable('tagged', {
+      id: shardedId(id(), rules.tagged).primaryKey(),
+      tenant: text().notNull(),
+      lshard: integer().notNull(),
+    })
     return {
       dialect,
       idType: 'bigint',
@@ -85,6 +109,7 @@ export function blogTables(dialect: Dialect, style: RuleStyle = 'names'): BlogTa
       posts,
       comments,
       keyed,
+      tagged,
       postId: posts.id,
       commentPostId: comments.postId,
     }
@@ -112,6 +137,11 @@ export function blogTables(dialect: Dialect, style: RuleStyle = 'names'): BlogTa
     id: shardedId(id(), rules.keyed).primaryKey(),
     shardKey: varchar('shard_key', { length: 200 }),
   })
+  const tagged = mysqlTable('tagged', {
+    id: shardedId(id(), rules.tagged).primaryKey(),
+    tenant: varchar({ length: 200 }).notNull(),
+    lshard: int().notNull(),
+  })
   return {
     dialect,
     idType: 'bigint',
@@ -119,6 +149,7 @@ export function blogTables(dialect: Dialect, style: RuleStyle = 'names'): BlogTa
     posts,
     comments,
     keyed,
+    tagged,
     postId: posts.id,
     commentPostId: comments.postId,
   }
@@ -252,7 +283,10 @@ export async function blogOnDrizzle(
   tables: BlogTables = blogTables(raw.dialect),
 ): Promise<BlogThroughOrm> {
   const db = connect(raw)
-  const ids = shardedIds(db.drizzle, { source, schema: { ...tables } })
+  // A shard column needs IDs that carry a shard: ticket servers get the schema without it.
+  const { tagged, ...untagged } = tables
+  const schema = source.sharding ? { ...tables } : { ...untagged }
+  const ids = shardedIds(db.drizzle, { source, schema })
   const { authors, posts, comments, keyed } = tables
   const id = (row: Row): OrmId => row.id as OrmId
   const post = (fields: { authorId: OrmId | undefined; title: string; id?: OrmId }): Row => ({
@@ -318,6 +352,19 @@ export async function blogOnDrizzle(
     async upsertKeyed(given, shardKey) {
       const row = await ids.assignForUpsert(keyed, { id: given, shardKey })
       await db.upsert(keyed, [row], { shardKey })
+    },
+    async createTagged(tenant, lshard) {
+      const row = await ids.assign(tagged, { tenant, ...(lshard === undefined ? {} : { lshard }) })
+      await db.insert(tagged, [row])
+      return id(row)
+    },
+    async createTaggedMany(tenants) {
+      const rows = await ids.assign(
+        tagged,
+        tenants.map((tenant) => ({ tenant })),
+      )
+      await db.insert(tagged, rows)
+      return rows.map(id)
     },
     async close() {
       ids.close()

@@ -3,8 +3,8 @@
  * added: rows carry IDs as decimal strings.
  */
 import type { Dialect } from '@shardflake/conformance'
-import { bigint as mysqlBigint, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
-import { bigint as pgBigint, pgTable, text } from 'drizzle-orm/pg-core'
+import { int, bigint as mysqlBigint, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
+import { integer, bigint as pgBigint, pgTable, text } from 'drizzle-orm/pg-core'
 import { shardedId } from '../../src'
 import { type BlogTables, blogRules } from '../support/blog'
 
@@ -34,6 +34,11 @@ export function stringBlogTables(dialect: Dialect): BlogTables {
       id: shardedId(id(), rules.keyed).primaryKey(),
       shardKey: text('shard_key'),
     })
+    const tagged = pgTable('tagged', {
+      id: shardedId(id(), rules.tagged).primaryKey(),
+      tenant: text().notNull(),
+      lshard: integer().notNull(),
+    })
     return {
       dialect,
       idType: 'string',
@@ -41,6 +46,7 @@ export function stringBlogTables(dialect: Dialect): BlogTables {
       posts,
       comments,
       keyed,
+      tagged,
       postId: posts.id,
       commentPostId: comments.postId,
     }
@@ -68,6 +74,11 @@ export function stringBlogTables(dialect: Dialect): BlogTables {
     id: shardedId(id(), rules.keyed).primaryKey(),
     shardKey: varchar('shard_key', { length: 200 }),
   })
+  const tagged = mysqlTable('tagged', {
+    id: shardedId(id(), rules.tagged).primaryKey(),
+    tenant: varchar({ length: 200 }).notNull(),
+    lshard: int().notNull(),
+  })
   return {
     dialect,
     idType: 'string',
@@ -75,6 +86,7 @@ export function stringBlogTables(dialect: Dialect): BlogTables {
     posts,
     comments,
     keyed,
+    tagged,
     postId: posts.id,
     commentPostId: comments.postId,
   }
