@@ -39,14 +39,22 @@ export function upsertKey(node: InsertQueryNode, placement: Placement): NewKey |
  * @throws ShardKeyChangedError
  */
 export function checkUpdate(node: UpdateQueryNode, placement: Placement): void {
+  if (!node.where) return
+  const shardColumn = newKey(node.updates, placement.shardColumn)
+  if (shardColumn !== undefined && shardColumn !== 'row' && shardColumn !== 'sql') {
+    for (const id of namedIds(node.where.where, placement.spec.column)) {
+      placement.checkShardColumnMove(id, shardColumn.value, 'an update')
+    }
+  }
   const key = newKey(node.updates, placement.field)
-  if (key === undefined || key === 'row' || key === 'sql' || !node.where) return
+  if (key === undefined || key === 'row' || key === 'sql') return
   for (const id of namedIds(node.where.where, placement.spec.column)) {
     placement.checkMove(id, key.value, 'an update')
   }
 }
 
-function newKey(
+/** What `updates` set `field` to, if they set it. */
+export function newKey(
   updates: readonly ColumnUpdateNode[] | undefined,
   field: string | undefined,
 ): NewKey | undefined {

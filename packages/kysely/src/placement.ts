@@ -1,9 +1,13 @@
 import {
   checkKeyChange,
+  checkShardColumnChange,
   checkSuppliedId,
+  InvalidArgumentError,
   MissingShardKeyError,
   type Sharding,
   type ShardRule,
+  setShardColumn,
+  shardColumnOf,
   toSigned64,
 } from '@shardflake/core'
 import type { TableSpec } from './tables'
@@ -29,12 +33,43 @@ export class Placement {
   #lastKey: unknown = NO_KEY
   #lastShard = 0
 
+  /** The rule's `shardColumn`, which receives the logical shard of each new row's ID. */
+  readonly shardColumn: string | undefined
+
   constructor(
     readonly spec: TableSpec,
     /** `undefined` for sources of plain IDs (ticket servers): shard rules do not apply. */
     readonly sharding: Sharding | undefined,
   ) {
     this.field = fieldOf(spec.rule)
+    this.shardColumn = sharding ? shardColumnOf(spec.rule) : undefined
+  }
+
+  /**
+   * Checks the shard column value a new row carries against the shard of its ID (`shard`).
+   * @returns true when the row has no value there (the plugin writes `shard`)
+   * @throws MisplacedIdError when it carries another shard
+   * @throws InvalidArgumentError when it is not an integer, or SQL (not known before the query runs)
+   */
+  checkShardColumn(value: unknown, shard: number): boolean {
+    const column = this.shardColumn!
+    if (value === SQL_EXPRESSION) {
+      throw new InvalidArgumentError(
+        `The shard column '${column}' of a new row of ${this.spec.label} is an SQL expression: leave it out (the plugin fills it with the shard of the row's ID) or pass the value.`,
+      )
+    }
+    const row = { [column]: value }
+    setShardColumn(row, column, shard, this.spec.label, "the row's ID is")
+    return value === undefined || value === null
+  }
+
+  /**
+   * Checks a write that sets a stored row's shard column: the value must stay its ID's shard.
+   * @throws ShardKeyChangedError
+   */
+  checkShardColumnMove(id: unknown, value: unknown, write: string): void {
+    if (!this.sharding || !this.shardColumn || value === SQL_EXPRESSION) return
+    checkShardColumnChange(this.sharding, id, this.shardColumn, value, `${this.spec.label}, by ${write},`)
   }
 
   /**

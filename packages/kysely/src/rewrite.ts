@@ -18,7 +18,7 @@ import type {
   WhenNode,
   WithNode,
 } from 'kysely'
-import { checkUpdate, upsertKey } from './key-changes'
+import { checkUpdate, newKey, upsertKey } from './key-changes'
 import { PendingId } from './pending-id'
 import { type Placement, type RowValues, SQL_EXPRESSION } from './placement'
 
@@ -91,25 +91,30 @@ export function rewriteInsert(
   filler: InsertFiller,
 ): InsertQueryNode {
   const { column, name } = placement.spec
+  const { shardColumn } = placement
   const columns = node.columns ?? []
   const names = columns.map((c) => c.column.name)
   const keyIndex = names.indexOf(column)
+  const shardIndex = shardColumn === undefined ? -1 : names.indexOf(shardColumn)
   const values = node.values
   if (!values) {
     if (!node.defaultValues) return node
     // `default values`: one row with no values, which only a fixed shard can place.
-    const [id] = filler.fill([placement.shardOf(Object.create(null))])
+    const shard = placement.shardOf(Object.create(null))
+    const [id] = filler.fill([shard])
+    const row = shardColumn === undefined ? [id] : [id, shard]
     return freeze({
       ...node,
       defaultValues: false,
-      columns: freeze([columnNode(column)]),
-      values: valuesNode([freeze({ kind: 'PrimitiveValueListNode', values: freeze([id]) })]),
+      columns: freeze([columnNode(column), ...(shardColumn === undefined ? [] : [columnNode(shardColumn)])]),
+      values: valuesNode([freeze({ kind: 'PrimitiveValueListNode', values: freeze(row) })]),
     })
   }
   if (values.kind !== 'ValuesNode') {
-    if (keyIndex >= 0) return node // INSERT ... SELECT with the key column: the caller's IDs
+    if (keyIndex >= 0 && (shardColumn === undefined || shardIndex >= 0)) return node // INSERT ... SELECT with the key column: the caller's IDs
+    const missing = keyIndex < 0 ? column : shardColumn
     throw new InvalidArgumentError(
-      `INSERT INTO ${name} ... SELECT: its rows come from the query, so there are no rows to give IDs to before it runs. Select the '${column}' column too (IDs you made with the source, e.g. from ids.assign()), or insert the rows with .values().`,
+      `INSERT INTO ${name} ... SELECT: its rows come from the query, so there are no rows to give IDs to before it runs. Select the '${missing}' column too (IDs you made with the source, e.g. from ids.assign(), and the shard column holding each ID's shard), or insert the rows with .values().`,
     )
   }
   const rows = (values as ValuesNode).values
@@ -126,35 +131,78 @@ export function rewriteInsert(
   // An upsert whose update sets the rule's column moves the stored row it lands on: checked
   // (ShardKeyChangedError) for rows that give their ID, the row an upsert by ID lands on.
   const upsert = upsertKey(node, placement)
+  const shardUpdate = shardColumn === undefined ? undefined : upsertShardColumn(node, shardColumn)
   const missing: number[] = []
   const shards: number[] = []
+  // The shard column value each row lacks, by row: the shard of its ID (known before the ID).
+  const shardValues = new Map<number, number>()
   for (let index = 0; index < rows.length; index++) {
     const item = rows[index]!
     const id = keyIndex < 0 ? undefined : valueAt(item, keyIndex)
+    let shard: number | undefined
     if (id === undefined || id === null) {
-      shards.push(placement.shardOf(rowOf(item)))
+      shard = placement.shardOf(rowOf(item))
+      shards.push(shard)
       missing.push(index)
-    } else if (id !== SQL_EXPRESSION && !(id instanceof PendingId)) {
+    } else if (id instanceof PendingId) {
+      shard = id.shard
+    } else if (id !== SQL_EXPRESSION) {
       const row = rowOf(item)
       if (upsert !== undefined && upsert !== 'sql') {
         placement.checkMove(id, upsert === 'row' ? row[field!] : upsert.value, 'an upsert')
       }
-      placement.checkId(row, id)
+      const checked = placement.checkId(row, id)
+      shard = placement.sharding?.layout.shardOf(checked)
+      if (shardUpdate !== undefined && shardUpdate !== 'row' && shardUpdate !== 'sql') {
+        placement.checkShardColumnMove(checked, shardUpdate.value, 'an upsert')
+      }
+    }
+    if (shardColumn !== undefined && shard === undefined && shardIndex < 0) {
+      throw new InvalidArgumentError(
+        `A new row of ${name} gives its '${column}' as SQL, so the shard of its ID is not known before the INSERT runs: give the '${shardColumn}' column as well, or pass the ID's value.`,
+      )
+    }
+    if (shardColumn !== undefined && shard !== undefined) {
+      const given = shardIndex < 0 ? undefined : valueAt(item, shardIndex)
+      if (placement.checkShardColumn(given, shard)) shardValues.set(index, shard)
     }
   }
-  if (missing.length === 0) return node
-  const ids = filler.fill(shards)
+  if (missing.length === 0 && shardValues.size === 0) return node
+  const ids = missing.length === 0 ? [] : filler.fill(shards)
   const filled = new Array<unknown>(rows.length)
   missing.forEach((index, i) => {
     filled[index] = ids[i]
   })
+  const addKey = keyIndex < 0 && missing.length > 0
+  const addShard = shardIndex < 0 && shardValues.size > 0
   return freeze({
     ...node,
-    columns: keyIndex < 0 ? freeze([...columns, columnNode(column)]) : node.columns,
+    columns:
+      addKey || addShard
+        ? freeze([
+            ...columns,
+            ...(addKey ? [columnNode(column)] : []),
+            ...(addShard ? [columnNode(shardColumn!)] : []),
+          ])
+        : node.columns,
     values: valuesNode(
-      rows.map((item, index) => (index in filled ? withKey(item, keyIndex, filled[index]) : item)),
+      rows.map((item, index) => {
+        let row = item
+        if (addKey || index in filled) {
+          row = withValue(row, addKey ? -1 : keyIndex, index in filled ? filled[index] : undefined)
+        }
+        if (addShard || shardValues.has(index)) {
+          row = withValue(row, addShard ? -1 : shardIndex, shardValues.get(index))
+        }
+        return row
+      }),
     ),
   })
+}
+
+/** What the conflict clause of an INSERT sets the shard column to, if it sets it. */
+function upsertShardColumn(node: InsertQueryNode, shardColumn: string) {
+  return newKey(node.onConflict?.updates ?? node.onDuplicateKey?.updates, shardColumn)
 }
 
 /** The values of one row by column name; a default is `undefined`, SQL is {@link SQL_EXPRESSION}. */
@@ -175,14 +223,18 @@ function readValue(node: OperationNode | undefined): unknown {
   return SQL_EXPRESSION
 }
 
-/** The row with its key set: appended when the query had no key column, else replaced. */
-function withKey(item: ValuesItemNode, keyIndex: number, id: unknown): ValuesItemNode {
+/**
+ * The row with a column set: appended when the query had no such column (`index` -1), else
+ * replaced. `undefined` appends a DEFAULT (a row that keeps its own value of a column the
+ * query adds for the other rows: none does, each row of the batch gets one).
+ */
+function withValue(item: ValuesItemNode, index: number, value: unknown): ValuesItemNode {
   if (item.kind === 'PrimitiveValueListNode') {
-    const values = keyIndex < 0 ? [...item.values, id] : item.values.with(keyIndex, id)
+    const values = index < 0 ? [...item.values, value] : item.values.with(index, value)
     return freeze({ kind: 'PrimitiveValueListNode', values: freeze(values) })
   }
-  const value: ValueNode = freeze({ kind: 'ValueNode', value: id })
-  const values = keyIndex < 0 ? [...item.values, value] : item.values.with(keyIndex, value)
+  const node: ValueNode = freeze({ kind: 'ValueNode', value })
+  const values = index < 0 ? [...item.values, node] : item.values.with(index, node)
   return freeze({ kind: 'ValueListNode', values: freeze(values) })
 }
 

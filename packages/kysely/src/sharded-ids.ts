@@ -176,16 +176,24 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
     }
     const list: readonly R[] = Array.isArray(rows) ? rows : [rows as R]
     const { column } = placement.spec
+    const { shardColumn } = placement
     const missing: number[] = []
     const shards: number[] = []
+    const shardValues = new Map<number, number>()
     list.forEach((row, index) => {
       const values = valuesOf(row)
       const id = values[column]
+      let shard: number | undefined
       if (id === undefined || id === null) {
-        shards.push(placement.shardOf(values))
+        shard = placement.shardOf(values)
+        shards.push(shard)
         missing.push(index)
       } else if (id !== SQL_EXPRESSION) {
-        placement.checkId(values, id)
+        shard = placement.sharding?.layout.shardOf(placement.checkId(values, id))
+      }
+      // The shard column holds the ID's shard: checked before any ID is made.
+      if (shardColumn !== undefined && shard !== undefined) {
+        if (placement.checkShardColumn(values[shardColumn], shard)) shardValues.set(index, shard)
       }
     })
     const ids = await allocateIds(this.source, shards, undefined, { singleNextId: true })
@@ -193,6 +201,7 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
     missing.forEach((index, i) => {
       copies[index]![column] = toSigned64(ids[i]!)
     })
+    for (const [index, shard] of shardValues) copies[index]![shardColumn!] = shard
     const assigned = copies as Assigned<R, C>[]
     return Array.isArray(rows) ? assigned : assigned[0]!
   }

@@ -1,5 +1,7 @@
 import {
+  ConfigurationError,
   checkKnownOptions,
+  checkShardColumn,
   checkShardRule,
   describeShardRule,
   InvalidArgumentError,
@@ -18,6 +20,9 @@ import {
  *   goes to the parent's shard, read from that ID.
  * - `{ shard: 5 }`: a fixed logical shard.
  * - A function instead of a column name gets the row's values (`shardBy: (row) => row.tenant_id`).
+ * - Any of them may add `shardColumn: 'lshard'`: an integer column the plugin fills with the
+ *   logical shard of each new row's ID, for engines that route by a column value (Citus, Vitess,
+ *   PgDog).
  *
  * @example
  * ```ts
@@ -46,7 +51,7 @@ export interface TableSpec {
   readonly label: string
 }
 
-const TABLE_OPTIONS = ['column', 'shardBy', 'sameShardAs', 'shard', 'stringKeys']
+const TABLE_OPTIONS = ['column', 'shardBy', 'sameShardAs', 'shard', 'stringKeys', 'shardColumn']
 
 /**
  * Reads and checks the `tables` option, before any row is written: every rule is well-formed
@@ -71,6 +76,12 @@ export function readTables(
     if (typeof column !== 'string' || column === '') {
       throw new InvalidArgumentError(
         `shardedIds() table ${JSON.stringify(name)}: column must name the key column, got ${JSON.stringify(column)}.`,
+      )
+    }
+    checkShardColumn(rule, `table ${name}`, { idField: column })
+    if (rule.shardColumn !== undefined && !sharding) {
+      throw new ConfigurationError(
+        `shardedIds() table ${JSON.stringify(name)} has the shard column '${rule.shardColumn}', but the source makes plain IDs (ticket servers) that carry no shard. Use a source with a layout, or drop shardColumn.`,
       )
     }
     const label = `${name} (${describeShardRule(rule as ShardRule<never>)})`

@@ -21,6 +21,8 @@ export interface BlogDatabase {
     id: ColumnType<string, bigint | string | number | undefined, never>
     shard_key: string | null
   }
+  /** `lshard` may be left out on insert: the plugin fills it with the shard of the row's ID. */
+  tagged: { id: ShardedId; tenant: string; lshard: ColumnType<number, number | undefined, number> }
 }
 
 /** Kysely on the database at `url`: node-postgres, or mysql2 with BIGINT read as strings. */
@@ -48,6 +50,8 @@ export function blogIds(source: IdSource): ShardedIdsPlugin<BlogDatabase> {
       posts: { sameShardAs: 'author_id' },
       comments: { sameShardAs: 'post_id' },
       keyed: { shardBy: 'shard_key' },
+      // A shard column needs IDs that carry a shard: not with ticket servers.
+      tagged: source.sharding ? { shardBy: 'tenant', shardColumn: 'lshard' } : undefined,
     },
   })
 }
@@ -154,6 +158,14 @@ export async function kyselyBlog(
         : insert.onDuplicateKeyUpdate({ shard_key: shardKey })
       ).execute()
     },
+    createTagged: (tenant, lshard) =>
+      insertOne(db, 'tagged', { tenant, ...(lshard === undefined ? {} : { lshard }) }),
+    createTaggedMany: (tenants) =>
+      insertMany(
+        db,
+        'tagged',
+        tenants.map((tenant) => ({ tenant })),
+      ),
     close: () => db.destroy(),
   }
   return blog
