@@ -4,6 +4,7 @@
  */
 import {
   ConfigurationError,
+  checkShardColumn,
   describeShardRule,
   InvalidShardRuleError,
   type Sharding,
@@ -54,6 +55,43 @@ export function checkDefinition(model: AnyModel, key: ShardedKey, sharding?: Sha
   const { rule } = key.spec
   if ('shard' in rule && sharding) {
     sharding.checkShard(rule.shard, `${model.name} ({ shard: ${rule.shard} })`)
+  }
+  checkShardColumnOf(model, key, sharding)
+}
+
+/** Integer types a shard column may have. */
+const INTEGERS = new Set(['INTEGER', 'SMALLINT', 'TINYINT', 'MEDIUMINT', 'BIGINT'])
+
+/**
+ * The rule's `shardColumn`: an attribute of the model, an integer, that may be null until the
+ * hooks fill it; and a source whose IDs carry a shard.
+ * @throws InvalidShardRuleError, ConfigurationError
+ */
+function checkShardColumnOf(model: AnyModel, key: ShardedKey, sharding: Sharding | undefined) {
+  const attributes = model.getAttributes()
+  const name = checkShardColumn(key.spec.rule, model.name, {
+    fields: Object.keys(attributes),
+    idField: key.attribute,
+  })
+  if (name === undefined) return
+  const where = `${model.name}.${name}`
+  if (!sharding) {
+    throw new ConfigurationError(
+      `${where} is the shard column of ${model.name}, but the source makes plain IDs (ticket servers) that carry no shard. Use a source with a layout, or drop shardColumn.`,
+    )
+  }
+  const options = attributes[name]!
+  const type = options.type as { key?: unknown } | string | undefined
+  const typeKey = String(typeof type === 'string' ? type : type?.key).toUpperCase()
+  if (!INTEGERS.has(typeKey)) {
+    throw new ConfigurationError(
+      `${where} is the shard column of ${model.name}, a ${typeKey} attribute: make it DataTypes.INTEGER (it holds the logical shard of the row's ID).`,
+    )
+  }
+  if (options.allowNull === false) {
+    throw new ConfigurationError(
+      `${where} (the shard column) has allowNull: false. Sequelize validates a new instance before its beforeCreate hook, where the column is filled, so every create would fail validation. Remove it, and declare the column NOT NULL in the table.`,
+    )
   }
 }
 

@@ -3,7 +3,9 @@ import {
   ConfigurationError,
   checkKeyChange,
   checkKnownOptions,
+  checkShardColumnChange,
   checkSuppliedId,
+  fillShardColumn,
   describeShardRule,
   type IdSource,
   InvalidArgumentError,
@@ -11,6 +13,8 @@ import {
   ShardConflictError,
   ShardKeyChangedError,
   type ShardRule,
+  setShardColumn,
+  shardColumnOf,
   suppliedIdsTrusted,
   toBigInt,
   toSigned64,
@@ -111,8 +115,13 @@ export class ShardedIds {
     }
     const instances = records.map((record) => model.build({ ...record } as Record<string, unknown>))
     await this.write(instances, {})
+    const column = this.source.sharding ? shardColumnOf(key.spec.rule) : undefined
     return records.map((record, i) =>
-      Object.assign(record, { [key.attribute]: instances[i]!.get(key.attribute) }),
+      Object.assign(
+        record,
+        { [key.attribute]: instances[i]!.get(key.attribute) },
+        column ? { [column]: instances[i]!.get(column) } : {},
+      ),
     )
   }
 
@@ -153,15 +162,25 @@ export class ShardedIds {
     const model = instance.constructor as AnyModel
     const key = this.keyOf(model)
     const sharding = this.source.sharding
-    if (!key || !sharding || suppliedIdsTrusted()) return
+    if (!key || !sharding) return
     const changed = instance.changed()
     if (!changed) return
     const fields = Array.isArray(options.fields)
       ? changed.filter((field) => options.fields!.includes(field))
       : changed
-    if (!readsRule(model, key, fields)) return
     const id: unknown = instance.get(key.attribute)
     if (id === undefined || id === null) return
+    const column = shardColumnOf(key.spec.rule)
+    if (column && fields.includes(column)) {
+      checkShardColumnChange(
+        sharding,
+        id,
+        column,
+        instance.get(column),
+        `${model.name} (shardColumn '${column}'), saved`,
+      )
+    }
+    if (suppliedIdsTrusted() || !readsRule(model, key, fields)) return
     const nodes = collectNodes([instance], this.keyOf)
     const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(
       nodes.get(instance)!,
@@ -189,6 +208,17 @@ export class ShardedIds {
     const sharding = this.source.sharding
     const row = describeRow(model, key)
     const id = toBigInt(value, `The ID of ${row}`)
+    const column = sharding ? shardColumnOf(key.spec.rule) : undefined
+    if (column && sharding) {
+      const given: unknown = Reflect.get(values, column)
+      if (given === undefined || given === null) {
+        throw new InvalidArgumentError(
+          `${model.name}.upsert() without its shard column '${column}': Sequelize builds an upsert's INSERT before any hook runs. Fill it with assign() on what shardedIds() returned (await ids.assign(${model.name}, [values])), which sets the ID and '${column}'.`,
+        )
+      }
+      // The INSERT writes it, and an UPDATE that lists it: the ID's shard either way.
+      fillShardColumn(sharding, { [column]: given }, column, id, row)
+    }
     if (!sharding || suppliedIdsTrusted()) return
     const nodes = collectNodes([instance], this.keyOf)
     const ruleShard = new Placement(sharding, nodes, () => undefined).ruleShard(
@@ -257,10 +287,15 @@ export class ShardedIds {
       const { instance } = node
       const current: unknown = instance.get(key.attribute)
       const root = isRoot.has(instance)
+      const column = this.source.sharding ? shardColumnOf(key.spec.rule) : undefined
       if (root) includeKey(options, key.attribute)
+      if (root && column) includeKey(options, column)
       if (current === undefined || current === null) {
         try {
-          shards.push(placement.shardOf(node))
+          const shard = placement.shardOf(node)
+          // The ID to come is on this shard: a shard column set to another fails before any is made.
+          if (column) fillColumn(instance, column, shard, describeRow(node.model, key))
+          shards.push(shard)
           pending.push(node)
         } catch (error) {
           // A nested instance whose parent is only known later gets its ID in its own hook.
@@ -278,6 +313,10 @@ export class ShardedIds {
           describeRow(node.model, key),
         )
         instance.setDataValue(key.attribute, toSigned64(id).toString())
+        if (column) {
+          const shard = this.source.sharding!.layout.shardOf(id)
+          fillColumn(instance, column, shard, describeRow(node.model, key), "the row's ID is")
+        }
         continue
       }
       if (!root || !this.source.sharding) continue
@@ -289,6 +328,9 @@ export class ShardedIds {
           `${node.model.name} ${String(current)} got its ID on shard ${issued} when the create began, but its shard rule now gives shard ${shard} (a hook changed its key), and a row of the same create already took its shard from it. Nothing was written. Set the key before calling create.`,
         )
       }
+      // Its shard column was filled with the shard the ID was issued on: now the rule's.
+      const column2 = shardColumnOf(key.spec.rule)
+      if (column2) instance.setDataValue(column2, shard)
       pending.push(node)
       shards.push(shard)
     }
@@ -352,6 +394,22 @@ function readsRule(model: AnyModel, key: ShardedKey, fields: readonly string[]):
   if (typeof field !== 'string') return true // a function may read anything
   const association = model.associations[field]
   return fields.includes(field) || (!!association && fields.includes(association.foreignKey))
+}
+
+/**
+ * Fills an instance's shard column with `shard`, or checks the value it carries.
+ * @throws MisplacedIdError, InvalidArgumentError
+ */
+function fillColumn(
+  instance: Model,
+  column: string,
+  shard: number,
+  row: string,
+  whose?: string,
+): void {
+  const box: Record<string, unknown> = { [column]: instance.get(column) }
+  setShardColumn(box, column, shard, row, whose)
+  instance.setDataValue(column, box[column])
 }
 
 /** Makes sure the INSERT of a create lists the key (a caller may have passed `fields`). */

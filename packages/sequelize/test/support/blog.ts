@@ -81,6 +81,22 @@ export async function blogOnSequelize(
   const sequelize = sequelizeOn(raw, options.driver)
   shardedIds(sequelize, { source })
   const { Author, Post, Comment, Keyed } = defineBlog(sequelize, options.parents)
+  // A shard column needs IDs that carry a shard: ticket servers get no Tagged model.
+  const Tagged = source.sharding
+    ? sequelize.define(
+        'Tagged',
+        {
+          id: shardedId({ shardBy: 'tenant', shardColumn: 'lshard' }),
+          tenant: DataTypes.STRING,
+          lshard: DataTypes.INTEGER,
+        },
+        { timestamps: false, underscored: true, tableName: 'tagged' },
+      )
+    : undefined
+  const tagged = () => {
+    if (!Tagged) throw new Error('Tagged needs a source whose IDs carry a shard')
+    return Tagged
+  }
   const bulk = options.writes === 'bulk'
   const idOf = (instance: Model): OrmId => instance.get('id') as OrmId
   const idsOf = (instances: Model[]) => instances.map(idOf)
@@ -123,6 +139,15 @@ export async function blogOnSequelize(
     upsertKeyed: async (id, shardKey) => {
       await Keyed.upsert({ id, shardKey })
     },
+    createTagged: async (tenant, lshard) =>
+      idOf(await tagged().create({ tenant, ...(lshard === undefined ? {} : { lshard }) })),
+    createTaggedMany: async (tenants) =>
+      idsOf(
+        await tagged().bulkCreate(
+          tenants.map((tenant) => ({ tenant })),
+          bulk ? { individualHooks: true } : {},
+        ),
+      ),
     close: () => sequelize.close(),
   }
 }
