@@ -147,7 +147,8 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
       const rule: ShardRule<Row> = { shardBy: 'tenant', shardColumn: 'lshard' }
       const rows: Row[] = tenants.map((tenant, i) => ({ tenant, lshard: lshards[i] }))
       // The caller's shard column is checked against the rule's shard before any ID is spent.
-      for (const row of rows) setShardColumn(row, 'lshard', sharding.resolveShard(rule, row), 'Tagged')
+      for (const row of rows)
+        setShardColumn(row, 'lshard', sharding.resolveShard(rule, row), 'Tagged')
       await assign(rows, rule, 'Tagged')
       for (const row of rows) fillShardColumn(sharding, row, 'lshard', row.id, 'Tagged')
       await insert('tagged', ['id', 'tenant', 'lshard'], rows)

@@ -87,6 +87,13 @@ export {
 export { discord, instagram, presets, sonyflake, twitter } from './presets'
 export { RoutedSource } from './routed-source'
 export {
+  checkShardColumn,
+  checkShardColumnChange,
+  fillShardColumn,
+  setShardColumn,
+  shardColumnOf,
+} from './shard-column'
+export {
   type CreatedDirectory,
   checkDirectoryEntries,
   checkExpectedVersion,
@@ -124,13 +131,6 @@ export {
   ShardMap,
   type ShardRange,
 } from './shard-map'
-export {
-  checkShardColumn,
-  checkShardColumnChange,
-  fillShardColumn,
-  setShardColumn,
-  shardColumnOf,
-} from './shard-column'
 export {
   checkShardRule,
   defineSharding,

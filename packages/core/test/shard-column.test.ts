@@ -98,7 +98,9 @@ describe('setShardColumn', () => {
 
 describe('checkShardColumnChange', () => {
   it("passes a write that leaves the column out or keeps the ID's shard", () => {
-    expect(() => checkShardColumnChange(sharding, onShard(5), 'lshard', undefined, 'P')).not.toThrow()
+    expect(() =>
+      checkShardColumnChange(sharding, onShard(5), 'lshard', undefined, 'P'),
+    ).not.toThrow()
     expect(() => checkShardColumnChange(sharding, onShard(5), 'lshard', 5, 'P')).not.toThrow()
   })
 

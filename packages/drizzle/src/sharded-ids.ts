@@ -2,20 +2,20 @@ import {
   allocateIds,
   ConfigurationError,
   checkKeyChange,
-  checkShardColumnChange,
   checkKnownOptions,
+  checkShardColumnChange,
   checkSuppliedId,
-  fillShardColumn,
   describeShardRule,
+  fillShardColumn,
   type IdRequestContext,
   type IdSource,
   InvalidArgumentError,
   MissingShardKeyError,
   ShardConflictError,
   type ShardRule,
-  suppliedIdsTrusted,
   setShardColumn,
   shardColumnOf,
+  suppliedIdsTrusted,
 } from '@shardflake/core'
 import { getTableName, type InferInsertModel, is, Placeholder, SQL, Table } from 'drizzle-orm'
 import { checkLosslessClient, findShardedTables, type ShardedTable } from './checks'

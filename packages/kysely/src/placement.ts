@@ -69,7 +69,13 @@ export class Placement {
    */
   checkShardColumnMove(id: unknown, value: unknown, write: string): void {
     if (!this.sharding || !this.shardColumn || value === SQL_EXPRESSION) return
-    checkShardColumnChange(this.sharding, id, this.shardColumn, value, `${this.spec.label}, by ${write},`)
+    checkShardColumnChange(
+      this.sharding,
+      id,
+      this.shardColumn,
+      value,
+      `${this.spec.label}, by ${write},`,
+    )
   }
 
   /**

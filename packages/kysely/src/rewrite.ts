@@ -106,7 +106,10 @@ export function rewriteInsert(
     return freeze({
       ...node,
       defaultValues: false,
-      columns: freeze([columnNode(column), ...(shardColumn === undefined ? [] : [columnNode(shardColumn)])]),
+      columns: freeze([
+        columnNode(column),
+        ...(shardColumn === undefined ? [] : [columnNode(shardColumn)]),
+      ]),
       values: valuesNode([freeze({ kind: 'PrimitiveValueListNode', values: freeze(row) })]),
     })
   }

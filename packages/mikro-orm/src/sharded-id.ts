@@ -186,9 +186,7 @@ function pickRule<T>(options: ShardedIdOptions<T>): ShardedIdRule<Record<string,
   const column = shardColumn === undefined ? {} : { shardColumn }
   if ('shard' in options && options.shard !== undefined) return { shard: options.shard, ...column }
   if ('sameShardAs' in options && options.sameShardAs !== undefined) {
-    return { sameShardAs: options.sameShardAs, ...column } as ShardedIdRule<
-      Record<string, unknown>
-    >
+    return { sameShardAs: options.sameShardAs, ...column } as ShardedIdRule<Record<string, unknown>>
   }
   const { shardBy, stringKeys } = options as { shardBy: never; stringKeys?: StringKeyMode }
   return stringKeys === undefined ? { shardBy, ...column } : { shardBy, stringKeys, ...column }

@@ -43,8 +43,7 @@ export class IdPlan {
   private readonly rows: NewRow[] = []
   private readonly keyChanges: KeyChange[] = []
   /** Updates that write a model's shard column: the value must stay the stored ID's shard. */
-  private readonly columnChanges: { target: ExistingRow; value: unknown; operation: string }[] =
-    []
+  private readonly columnChanges: { target: ExistingRow; value: unknown; operation: string }[] = []
   /** True inside a transaction: rows it wrote are not visible to `find`. */
   private inTransaction = false
 

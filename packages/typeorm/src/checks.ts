@@ -3,8 +3,8 @@
  * written: every sharded key column can carry an ID, and every rule means what it says.
  */
 import {
-  checkShardColumn,
   ConfigurationError,
+  checkShardColumn,
   describeShardRule,
   type IdSource,
   InvalidShardRuleError,

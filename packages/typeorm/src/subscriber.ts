@@ -108,7 +108,11 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
         this.checkHome(sharding.shardOfId(toBigInt(stored)))
     }
     const shardColumn = sharded && shardColumnOf(sharded.rule)
-    if (sharded && shardColumn && event.updatedColumns.some((c) => c.propertyName === shardColumn)) {
+    if (
+      sharded &&
+      shardColumn &&
+      event.updatedColumns.some((c) => c.propertyName === shardColumn)
+    ) {
       const id: unknown = entity[sharded.propertyName] ?? databaseEntity?.[sharded.propertyName]
       if (id !== undefined && id !== null) {
         checkShardColumnChange(

@@ -84,7 +84,10 @@ function blogOn<P extends PgBlogClient | MysqlBlogClient>(
     },
     async createTagged(tenant, lshard) {
       // lshard is required in the Prisma type: the extension fills it, the cast leaves it out.
-      const data = { tenant, ...(lshard !== undefined && { lshard }) } as { tenant: string; lshard: number }
+      const data = { tenant, ...(lshard !== undefined && { lshard }) } as {
+        tenant: string
+        lshard: number
+      }
       return (await client.tagged.create({ data })).id
     },
     async createTaggedMany(tenants) {
