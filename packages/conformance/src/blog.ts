@@ -71,6 +71,12 @@ export interface BlogThroughOrm {
   createTagged(tenant: string, lshard?: number): Promise<OrmId>
   /** Inserts many `Tagged` rows in ONE ORM call (save([...]), createMany, one flush, bulkCreate). */
   createTaggedMany(tenants: readonly string[]): Promise<OrmId[]>
+  /**
+   * Sets the shard column of the stored `Tagged` row `id` through the ORM's update path (a loaded
+   * entity saved or flushed, `update({ where: { id } })`, an UPDATE by ID). A value other than the
+   * shard of `id` must be refused with `ShardKeyChangedError` before anything is written.
+   */
+  updateTaggedShard(id: OrmId, lshard: number): Promise<void>
   /** Closes the ORM. */
   close(): Promise<void>
 }

@@ -6,6 +6,7 @@
 import {
   allocateIds,
   checkKeyChange,
+  checkShardColumnChange,
   checkSuppliedId,
   fillShardColumn,
   type IdSource,
@@ -81,6 +82,22 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
     )
   }
 
+  /** Tagged rows: the shard column checked before any ID is spent, then filled from each ID. */
+  async function insertTagged(
+    tenants: readonly string[],
+    lshards: readonly (number | undefined)[] = [],
+  ) {
+    const rule: ShardRule<Row> = { shardBy: 'tenant', shardColumn: 'lshard' }
+    const rows: Row[] = tenants.map((tenant, i) => ({ tenant, lshard: lshards[i] }))
+    for (const row of rows) {
+      setShardColumn(row, 'lshard', sharding.resolveShard(rule, row), 'Tagged')
+    }
+    await assign(rows, rule, 'Tagged')
+    for (const row of rows) fillShardColumn(sharding, row, 'lshard', row.id, 'Tagged')
+    await insert('tagged', ['id', 'tenant', 'lshard'], rows)
+    return rows.map((row) => row.id!)
+  }
+
   const postRule: ShardRule<Row> = { sameShardAs: 'author_id' }
   const commentRule: ShardRule<Row> = { sameShardAs: 'post_id' }
   return {
@@ -141,18 +158,15 @@ function plainSqlBlog(raw: RawDatabase, source: IdSource): BlogThroughOrm {
       )
     },
     async createTagged(tenant, lshard) {
-      return (await this.createTaggedMany([tenant], [lshard]))[0]!
+      return (await insertTagged([tenant], [lshard]))[0]!
     },
-    async createTaggedMany(tenants, lshards: readonly (number | undefined)[] = []) {
-      const rule: ShardRule<Row> = { shardBy: 'tenant', shardColumn: 'lshard' }
-      const rows: Row[] = tenants.map((tenant, i) => ({ tenant, lshard: lshards[i] }))
-      // The caller's shard column is checked against the rule's shard before any ID is spent.
-      for (const row of rows)
-        setShardColumn(row, 'lshard', sharding.resolveShard(rule, row), 'Tagged')
-      await assign(rows, rule, 'Tagged')
-      for (const row of rows) fillShardColumn(sharding, row, 'lshard', row.id, 'Tagged')
-      await insert('tagged', ['id', 'tenant', 'lshard'], rows)
-      return rows.map((row) => row.id!)
+    createTaggedMany: (tenants) => insertTagged(tenants),
+    async updateTaggedShard(id, lshard) {
+      checkShardColumnChange(sharding, id, 'lshard', lshard, 'Tagged')
+      await raw.query(
+        `UPDATE tagged SET lshard = ${placeholders(1, 1)} WHERE id = ${placeholders(1, 2)}`,
+        [lshard, String(id)],
+      )
     },
     async createPostThenFail(post) {
       const row: Row = { author_id: post.authorId.toString(), title: post.title }

@@ -91,6 +91,24 @@ describe('shard rules, checked when MikroORM starts', () => {
     )
   })
 
+  it('refuses a shardColumn the entity does not have, or that is not an integer property', async () => {
+    const order = (shardColumn: string, lshard: ReturnType<typeof p.integer | typeof p.string>) =>
+      defineEntity({
+        name: 'Order',
+        tableName: 'orders',
+        properties: {
+          id: shardedId({ shardBy: 'tenant', shardColumn }),
+          tenant: p.string(),
+          lshard: lshard.nullable(),
+        },
+      })
+    await expect(start([order('lshard', p.integer())])).resolves.toBeDefined()
+    const missing = start([order('lshrad', p.integer())])
+    await expect(missing).rejects.toBeInstanceOf(InvalidShardRuleError)
+    await expect(missing).rejects.toThrow(/'lshrad', which Order does not have/)
+    await expect(start([order('lshard', p.string())])).rejects.toBeInstanceOf(ConfigurationError)
+  })
+
   it('accepts shardBy on a getter of the entity class', async () => {
     @Entity({ tableName: 'orders' })
     class Order {

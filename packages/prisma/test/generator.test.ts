@@ -70,6 +70,7 @@ describe('the shardflake generator', () => {
         },
       },
       Keyed: { id: 'id', rule: { shardBy: 'shardKey' }, relations: {} },
+      Tagged: { id: 'id', rule: { shardBy: 'tenant', shardColumn: 'lshard' }, relations: {} },
       Member: { id: 'id', rule: { shardBy: 'tenant' }, relations: {} },
     })
     expect(mysqlModels).toEqual(models)
@@ -189,6 +190,19 @@ model User {
     expect(stderr).toContain(
       "Item: sameShardAs 'parentId' is a Int; it must hold a parent's sharded ID",
     )
+  })
+
+  it('refuses a shardColumn the model does not have, or that is not an Int', async () => {
+    const missing = await failure(
+      'column-missing',
+      'model Item {\n  /// @shardedId(shardBy: tenant, shardColumn: lshrad)\n  id BigInt @id\n  tenant String\n  lshard Int\n}',
+    )
+    expect(missing).toContain("shardColumn 'lshrad', which Item does not have")
+    const text = await failure(
+      'column-text',
+      'model Item {\n  /// @shardedId(shardBy: tenant, shardColumn: lshard)\n  id BigInt @id\n  tenant String\n  lshard String\n}',
+    )
+    expect(text).toContain("shardColumn 'lshard' is a String")
   })
 
   it('refuses sameShardAs towards a model whose ID is not sharded', async () => {

@@ -257,6 +257,12 @@ export async function blogOnTypeorm(
       const rows = tenants.map((tenant) => Object.assign(new Tagged(), { tenant }))
       return (await dataSource.getRepository(Tagged).save(rows)).map((row) => row.id!)
     },
+    async updateTaggedShard(id, lshard) {
+      const repository = dataSource.getRepository(Tagged)
+      const loaded = await repository.findOneByOrFail({ id: String(id) })
+      loaded.lshard = lshard
+      await repository.save(loaded)
+    },
     close: () => dataSource.destroy(),
   }
 }

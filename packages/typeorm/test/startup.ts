@@ -86,6 +86,19 @@ class NamesNothing {
   id?: string
 }
 
+@Entity('no_shard_column')
+class NoShardColumn {
+  @ShardedId<NoShardColumn>({ shard: 1, shardColumn: 'lshard' as never })
+  id?: string
+}
+
+@Entity('text_shard_column')
+class TextShardColumn {
+  @ShardedId<TextShardColumn>({ shard: 1, shardColumn: 'lshard' })
+  id?: string
+  @Column({ type: 'varchar' }) lshard?: string
+}
+
 @Entity('fixed_shard')
 class FixedShardTooFar {
   @ShardedId({ shard: 9999 })
@@ -250,6 +263,15 @@ export function describeStartup(tag: string): void {
         const error = await refused([ShardByForeignKey])
         expect(error).toBeInstanceOf(InvalidShardRuleError)
         expect(error.message).toMatch(/shardBy 'authorId'.*sameShardAs: 'author'/)
+      })
+
+      it('refuses a shardColumn the entity does not have, or that is not an integer column', async () => {
+        const missing = await refused([NoShardColumn])
+        expect(missing).toBeInstanceOf(InvalidShardRuleError)
+        expect(missing.message).toMatch(/'lshard', which NoShardColumn does not have/)
+        const text = await refused([TextShardColumn])
+        expect(text).toBeInstanceOf(ConfigurationError)
+        expect(text.message).toMatch(/must be an integer column/)
       })
 
       it('refuses sameShardAs on a parent whose key is not sharded, and a rule naming nothing', async () => {

@@ -1,4 +1,4 @@
-import { MisplacedIdError } from '@shardflake/core'
+import { MisplacedIdError, ShardKeyChangedError } from '@shardflake/core'
 import { expect, it } from 'vitest'
 import { findError } from '../routing'
 import { settle } from './settle'
@@ -50,5 +50,15 @@ export function testShardColumn(s: AdapterSuiteState): void {
     expect(findError(failure, MisplacedIdError)).toBeInstanceOf(MisplacedIdError)
     expect(await s.count('SELECT COUNT(*) FROM tagged')).toBe(before)
     expect(s.counting.idsIssued).toBe(0)
+  })
+
+  it('refuses an update that sets the shard column to another shard with ShardKeyChangedError, and lets one keep it', async () => {
+    const id = await s.blog.createTagged('tenant-updated')
+    const shard = s.shardOf(id)
+    await s.blog.updateTaggedShard(id, shard)
+    const wrong = (shard + 1) % s.sharding.logicalShards
+    const failure = await settle(s.blog.updateTaggedShard(id, wrong))
+    expect(findError(failure, ShardKeyChangedError)).toBeInstanceOf(ShardKeyChangedError)
+    expect(Number((await stored([id]))[0]!.lshard)).toBe(shard)
   })
 }

@@ -174,6 +174,8 @@ export interface BlogDb {
    * (PostgreSQL), `onDuplicateKeyUpdate` (MySQL/MariaDB).
    */
   upsert(table: AnyTable, rows: Row[], set: Row): Promise<unknown>
+  /** `update(table).set(set).where(eq(table.id, id))`. */
+  update(table: AnyTable, set: Row, id: unknown): Promise<unknown>
   /** The rows of `table` whose `column` equals `value`. */
   select(table: AnyTable, column: Column, value: unknown): Promise<Row[]>
   transaction(work: (tx: Pick<BlogDb, 'insert' | 'select'>) => Promise<void>): Promise<void>
@@ -224,6 +226,13 @@ export function connect(raw: RawDatabase): BlogDb {
           .values(rows)
           .onConflictDoUpdate({ target, set })
       },
+      update: async (table, set, id) => {
+        const key = (table as PgTable & { id: PgColumn }).id
+        await db
+          .update(table as PgTable)
+          .set(set)
+          .where(eq(key, id))
+      },
       transaction: (work) => db.transaction((tx) => work(on(tx))),
       close: () => pool.end(),
     }
@@ -267,6 +276,13 @@ export function connect(raw: RawDatabase): BlogDb {
         .insert(table as MySqlTable)
         .values(rows)
         .onDuplicateKeyUpdate({ set })
+    },
+    update: async (table, set, id) => {
+      const key = (table as MySqlTable & { id: Column }).id
+      await db
+        .update(table as MySqlTable)
+        .set(set)
+        .where(eq(key, id))
     },
     transaction: (work) => db.transaction((tx) => work(on(tx))),
     close: () => pool.end(),
@@ -365,6 +381,11 @@ export async function blogOnDrizzle(
       )
       await db.insert(tagged, rows)
       return rows.map(id)
+    },
+    async updateTaggedShard(given, lshard) {
+      const set = { lshard }
+      ids.checkUpdate(tagged, given, set)
+      await db.update(tagged, set, given)
     },
     async close() {
       ids.close()

@@ -146,6 +146,31 @@ export function describeSchemaChecks(version: string): void {
       ).toBeUndefined()
     })
 
+    it('refuses a shardColumn that is not a column key of the table, and a $defaultFn insert of such a table', async () => {
+      const orders = (shardColumn: string) =>
+        pgTable('orders', {
+          id: shardedId(id(), { shardBy: 'tenant', shardColumn }).primaryKey(),
+          tenant: text().notNull(),
+          lshard: integer(),
+        })
+      expect(refusal({ orders: orders('lshard') })).toBeUndefined()
+      expectRefusal({ orders: orders('lshrad') }, InvalidShardRuleError, /'lshrad', which/)
+      const fixed = pgTable('fixed_orders', {
+        id: shardedId(id(), { shard: 3, shardColumn: 'lshard' }).primaryKey(),
+        lshard: integer(),
+      })
+      const ids = shardedIds(db, { source, schema: { fixed } })
+      try {
+        // $defaultFn sees no row: the shard column would stay empty.
+        expect(() => db.insert(fixed).values({}).toSQL()).toThrow(/fills the shard column 'lshard'/)
+        const [row] = await ids.assign(fixed, [{}])
+        expect(row!.lshard).toBe(3)
+        expect(() => ids.checkUpdate(fixed, row!.id, { lshard: 4 })).toThrow(ShardKeyChangedError)
+      } finally {
+        ids.close()
+      }
+    })
+
     it('refuses two sharded IDs in one table', () => {
       expectRefusal(
         {

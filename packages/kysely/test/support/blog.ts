@@ -166,6 +166,9 @@ export async function kyselyBlog(
         'tagged',
         tenants.map((tenant) => ({ tenant })),
       ),
+    async updateTaggedShard(id, lshard) {
+      await db.updateTable('tagged').set({ lshard }).where('id', '=', String(id)).execute()
+    },
     close: () => db.destroy(),
   }
   return blog

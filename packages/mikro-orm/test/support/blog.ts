@@ -160,6 +160,12 @@ export async function mikroBlog(
       await em.flush()
       return created.map((entity) => (entity as BlogTagged).id)
     },
+    async updateTaggedShard(id, lshard) {
+      const em = fork()
+      const loaded = (await em.findOneOrFail(Tagged, BigInt(id))) as BlogTagged
+      loaded.lshard = lshard
+      await em.flush()
+    },
     close: () => orm.close(true),
   }
 }

@@ -96,6 +96,9 @@ function blogOn<P extends PgBlogClient | MysqlBlogClient>(
       const rows = await client.tagged.findMany({ where: { tenant: { in: [...tenants] } } })
       return tenants.map((tenant) => rows.find((row) => row.tenant === tenant)!.id)
     },
+    async updateTaggedShard(id, lshard) {
+      await client.tagged.update({ where: { id: key(id) }, data: { lshard } })
+    },
     async createPostThenFail(post) {
       await client.$transaction(async (tx) => {
         await tx.post.create({ data: { authorId: key(post.authorId), title: post.title } })

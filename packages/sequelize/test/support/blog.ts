@@ -148,6 +148,11 @@ export async function blogOnSequelize(
           bulk ? { individualHooks: true } : {},
         ),
       ),
+    updateTaggedShard: async (id, lshard) => {
+      const loaded = await tagged().findByPk(String(id))
+      if (!loaded) throw new Error(`tagged ${String(id)} not found`)
+      await loaded.update({ lshard })
+    },
     close: () => sequelize.close(),
   }
 }
