@@ -262,16 +262,27 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
           refreshMs: 50,
           switchWaitMs: 2000,
         })
+        onTestFinished(() => homes.close())
         for (let index = 0; index < seed; index++) await insert(index % 64, index % 3 === 0)
       },
       start(writers: number, readers: number) {
         for (let index = 0; index < writers; index++) loops.push(writer())
         for (let index = 0; index < readers; index++) loops.push(reader())
       },
+      /** Every post's ID, by a fan-out over every server (old copies dropped). */
+      async fanOutIds() {
+        const rows = await homes.fanOut(
+          async (server) =>
+            (await run(server, `SELECT id::text AS id FROM ${tables.posts} ORDER BY id`)) as {
+              id: string
+            }[],
+          { orderBy: (row) => row.id, order: 'asc' },
+        )
+        return rows.map((row) => row.id)
+      },
       async stop() {
         running = false
         await Promise.all(loops)
-        await homes.close()
         source.close()
       },
     }
@@ -520,6 +531,18 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       await checkEndState(directory, tables, app.ledger, { server: 'a', shards: MOVING })
       // The old copies stay on a until deleted; the copies on c are complete.
       expect(await countMoving('a', tables.posts)).toBeGreaterThan(0)
+      // A fan-out drops the old copies: every post once.
+      const ids = await app.fanOutIds()
+      expect(new Set(ids).size).toBe(ids.length)
+      const total = async (server: string) =>
+        Number(
+          (await run(homeServers.server(server), `SELECT count(*) AS n FROM ${tables.posts}`))[0]!
+            .n,
+        )
+      const oldCopies = await countMoving('a', tables.posts)
+      expect(ids.length).toBe(
+        (await total('a')) - oldCopies + (await total('b')) + (await total('c')),
+      )
       // Writers went on inserting on c after the flip.
       expect(await countMoving('c', tables.posts)).toBeGreaterThanOrEqual(result.tables[0]!.rows)
       expect(app.counts.missing).toBe(0)
