@@ -10,6 +10,7 @@ import { type CliIo, processIo } from './cli-io'
 import { registerLeasesCommand } from './commands/leases'
 import { registerMysqlCommands } from './commands/mysql'
 import { registerPostgresCommands } from './commands/postgres'
+import { registerRowMoveCommand } from './commands/rows'
 import { addLayoutOptions, type LayoutFlags, readLayout } from './layout-options'
 
 /**
@@ -89,6 +90,7 @@ export function createProgram(io: CliIo = processIo): Command {
   // database commands
   registerPostgresCommands({ sql, install, move }, io)
   registerMysqlCommands({ sql, install, move }, io)
+  registerRowMoveCommand(move, io)
   registerLeasesCommand(program, io)
   void sql
   void install

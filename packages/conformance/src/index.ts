@@ -25,6 +25,7 @@ export {
   describeShardHomes,
   type ShardHomesSuiteOptions,
 } from './homes/homes-suite'
+export { describeRowMoves, type RowMovesSuiteOptions } from './homes/row-move-suite'
 export { describeLeaseRegistry, type LeaseRegistrySuiteOptions } from './lease-registry-suite'
 export {
   describePlainIdAdapter,

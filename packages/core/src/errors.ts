@@ -79,6 +79,7 @@ export type ShardflakeErrorCode =
   | 'FAN_OUT_FAILED'
   | 'DIRECTORY_CHANGED'
   | 'DIRECTORY_STALE'
+  | 'ROWS_MISMATCH'
 
 const RETRYABLE = new Set<ShardflakeErrorCode>([
   'CLOCK_MOVED_BACKWARDS',
@@ -481,4 +482,27 @@ export async function serverCall<T>(failure: string, run: () => Promise<T>): Pro
       { cause: error },
     )
   }
+}
+
+/**
+ * A move of rows found the two servers different after it had made them equal (the counts or
+ * SHA-256 checksums of a table's moved rows differ): something wrote to the rows while writes were
+ * held, outside `ShardHomes` or by hand. Nothing switched: the shards serve on the source again;
+ * run the move again.
+ * @example
+ * ```ts
+ * import { moveShardHomes, RowsMismatchError, type MoveShardHomesOptions } from '@shardflake/core'
+ * declare const options: MoveShardHomesOptions
+ *
+ * try {
+ *   await moveShardHomes(options)
+ * } catch (error) {
+ *   if (error instanceof RowsMismatchError) {
+ *     // the shards still serve on the source: find who wrote behind the router, then move again
+ *   }
+ * }
+ * ```
+ */
+export class RowsMismatchError extends ShardflakeError {
+  static override readonly code = 'ROWS_MISMATCH'
 }

@@ -71,6 +71,20 @@ export {
 export { LeasedSource, type LeasedSourceOptions } from './leased-source'
 export { MemoryLeaseRegistry, type MemoryLeaseRegistryOptions } from './memory-lease-registry'
 export {
+  abortShardHomesMove,
+  deleteMovedRows,
+  type MovedTable,
+  type MovedTableReport,
+  type MoveShardHomesOptions,
+  moveShardHomes,
+  type RowMoveProgress,
+  type RowRange,
+  type RowStore,
+  type ShardHomesMoveResult,
+  type ShardRowsOptions,
+  type StoredRow,
+} from './move-shard-homes'
+export {
   checkMoveEnds,
   type FencedShard,
   type MovedShard,
