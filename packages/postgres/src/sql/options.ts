@@ -255,7 +255,8 @@ export function shardContext(o: ResolvedSqlOptions, shard: number): ShardContext
     compose: (v) =>
       `((${v} >> ${n.S}) << ${n.shifts.time}) | (${constant})::bigint | ((${v} & ${n.seqMask}) << ${n.shifts.sequence})`,
     nowV: `(${timeOf(o, `${c}.now_ms()`)} << ${n.S})`,
-    lockOf: (g) => `${o.lockKey}, ((${g}) % ${MOVE_LOCK_SLOTS} * 65536 + ${shard % 65536})::integer`,
+    lockOf: (g) =>
+      `${o.lockKey}, ((${g}) % ${MOVE_LOCK_SLOTS} * 65536 + ${shard % 65536})::integer`,
     legacyLock: `${o.lockKey}, ${shard}`,
   }
 }

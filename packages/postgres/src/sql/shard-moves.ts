@@ -40,6 +40,10 @@ BEGIN
       -- A move in progress (or one to repair): the draw starts again and waits for it.
       RETURN true;
     END IF;
+    IF coalesce(pg_sequence_last_value(${seq}), -1) >= ${nowV} - ${n.margin} THEN
+      -- Another session moved it already: draw again, without a move of our own.
+      RETURN true;
+    END IF;
     EXIT WHEN pg_try_advisory_xact_lock(${lockOf('g')});
     -- At most once per transaction: a mover blocked behind a fence (movePostgresShards) would
     -- otherwise cost every row of a multi-row INSERT the whole wait.
@@ -71,7 +75,7 @@ ${markMove(x)}
 END
 $$;
 
--- Waits while another session moves the sequence (id_gen "not called"), polling, until the move
+-- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
 -- the next generation under it.
@@ -96,7 +100,7 @@ BEGIN
       RETURN;
     END IF;
     PERFORM pg_sleep(pause);
-    pause := least(pause * 2, 0.01);
+    pause := least(pause * 2, 0.002);
   END LOOP;
 END
 $$;

@@ -256,6 +256,10 @@ BEGIN
       -- A move in progress (or one to repair): the draw starts again and waits for it.
       RETURN true;
     END IF;
+    IF coalesce(pg_sequence_last_value('"shard_5".id_seq'::regclass), -1) >= (("shardflake".now_ms() - 1314220021721) << 10) - 51200 THEN
+      -- Another session moved it already: draw again, without a move of our own.
+      RETURN true;
+    END IF;
     EXIT WHEN pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 5)::integer);
     -- At most once per transaction: a mover blocked behind a fence (movePostgresShards) would
     -- otherwise cost every row of a multi-row INSERT the whole wait.
@@ -288,7 +292,7 @@ BEGIN
 END
 $$;
 
--- Waits while another session moves the sequence (id_gen "not called"), polling, until the move
+-- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
 -- the next generation under it.
@@ -313,7 +317,7 @@ BEGIN
       RETURN;
     END IF;
     PERFORM pg_sleep(pause);
-    pause := least(pause * 2, 0.01);
+    pause := least(pause * 2, 0.002);
   END LOOP;
 END
 $$;
@@ -619,6 +623,10 @@ BEGIN
       -- A move in progress (or one to repair): the draw starts again and waits for it.
       RETURN true;
     END IF;
+    IF coalesce(pg_sequence_last_value('"shard_6".id_seq'::regclass), -1) >= (("shardflake".now_ms() - 1314220021721) << 10) - 51200 THEN
+      -- Another session moved it already: draw again, without a move of our own.
+      RETURN true;
+    END IF;
     EXIT WHEN pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 6)::integer);
     -- At most once per transaction: a mover blocked behind a fence (movePostgresShards) would
     -- otherwise cost every row of a multi-row INSERT the whole wait.
@@ -651,7 +659,7 @@ BEGIN
 END
 $$;
 
--- Waits while another session moves the sequence (id_gen "not called"), polling, until the move
+-- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
 -- the next generation under it.
@@ -676,7 +684,7 @@ BEGIN
       RETURN;
     END IF;
     PERFORM pg_sleep(pause);
-    pause := least(pause * 2, 0.01);
+    pause := least(pause * 2, 0.002);
   END LOOP;
 END
 $$;
