@@ -22,8 +22,7 @@ import {
   type PostgresSourceOptions,
   type SqlClient,
 } from '../src/index'
-import { resolveSqlOptions } from '../src/sql/options'
-import { createDatabase, dropDatabase, RUN, raw, sharding } from './helpers'
+import { createDatabase, dropDatabase, holdMoveLock, RUN, raw, sharding } from './helpers'
 
 /**
  * Every failure of a call reaches the caller as a typed error, on a real server: sessions
@@ -48,25 +47,24 @@ afterAll(async () => {
 })
 
 /**
- * Holds the shard's advisory lock on a session of its own: a reservation (`next_ids(n)` for n >=
- * 128) of the shard then waits on it inside the server, as long as we like.
+ * Holds the move lock of the shard's current generation on a session of its own: a reservation
+ * (`next_ids(n)` for n >= 128) of the shard then waits for it inside the server, as long as we like.
  */
 async function holdShardLock(shard: number): Promise<() => Promise<void>> {
   const holder = new pg.Client({ connectionString: url })
   await holder.connect()
-  const { lockKey } = resolveSqlOptions({ sharding })
-  await holder.query('SELECT pg_advisory_lock($1, $2)', [lockKey, shard])
+  const unlock = await holdMoveLock(holder, shard)
   return async () => {
-    await holder.query('SELECT pg_advisory_unlock($1, $2)', [lockKey, shard])
+    await unlock()
     await holder.end()
   }
 }
 
-/** Backends of this database waiting on a lock inside next_ids. */
+/** Backends of this database waiting for a move lock inside next_ids (polling it). */
 async function waiting(): Promise<number[]> {
   const rows = await raw<{ pid: number }>(
     url,
-    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'
        AND query LIKE '%next_ids%' AND pid <> pg_backend_pid()`,
   )
   return rows.map((row) => row.pid)

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { defineSharding, instagram } from '@shardflake/core'
 import pg from 'pg'
+import { moveLockKey, resolveSqlOptions } from '../src/sql/options'
 
 /** The sharding most tests use: the Instagram layout over 2000 logical shards. */
 export const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
@@ -63,5 +64,24 @@ export async function raw<T = Record<string, unknown>>(
     return (await client.query(sql, params)).rows as T[]
   } finally {
     await client.end()
+  }
+}
+
+/**
+ * Takes, on `client`'s session, the lock a move of shard `shard`'s sequence takes at its current
+ * generation (what `_catch_up`, `_reserve` and `_wait_gen` try), as a session lock; returns what
+ * lets go of it. Moves of the shard then wait, and so do draws while `id_gen` is "not called".
+ */
+export async function holdMoveLock(
+  client: pg.Client,
+  shard: number,
+  options: { schemaPrefix?: string } = {},
+): Promise<() => Promise<void>> {
+  const prefix = options.schemaPrefix ?? 'shard_'
+  const { rows } = await client.query(`SELECT last_value::text AS g FROM ${prefix}${shard}.id_gen`)
+  const key = moveLockKey(resolveSqlOptions({ sharding }), shard, BigInt(rows[0].g as string))
+  await client.query('SELECT pg_advisory_lock($1, $2)', key)
+  return async () => {
+    await client.query('SELECT pg_advisory_unlock($1, $2)', key)
   }
 }

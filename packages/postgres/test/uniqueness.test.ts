@@ -3,7 +3,7 @@ import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { installPostgres } from '../src/index'
 import { resolveSqlOptions } from '../src/sql/options'
-import { createDatabase, dropDatabase, raw, sharding } from './helpers'
+import { createDatabase, dropDatabase, holdMoveLock, raw, sharding } from './helpers'
 
 /**
  * next_id() / next_ids() against the failure modes of the published function: more than 1024
@@ -250,7 +250,7 @@ describe.each([
 })
 
 describe('reservations (next_ids(n) from reserveFrom on)', () => {
-  const { lockKey, reserveFrom } = resolveSqlOptions({ sharding })
+  const { reserveFrom } = resolveSqlOptions({ sharding })
 
   it('n >= reserveFrom takes one move of the sequence and the lock; fewer IDs take neither', async () => {
     for (const n of [reserveFrom, reserveFrom + 1, 5000]) {
@@ -268,7 +268,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
     const holder = new pg.Client({ connectionString: url })
     await holder.connect()
     try {
-      await holder.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const unlock = await holdMoveLock(holder, 5)
       const small = ids(
         await raw(url, `SELECT x::text AS id FROM shard_5.next_ids(${reserveFrom - 1}) x`),
       )
@@ -283,7 +283,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
       })
       await sleep(300)
       expect(done).toBe(false)
-      await holder.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      await unlock()
       const reserved = await big
       expect(reserved[0]! > small[small.length - 1]!).toBe(true)
     } finally {
@@ -295,7 +295,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
     const mover = new pg.Client({ connectionString: url })
     await mover.connect()
     try {
-      await mover.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const unlock = await holdMoveLock(mover, 5)
       const g = (await mover.query('SELECT last_value::text AS g FROM shard_5.id_gen')).rows[0]
         .g as string
       await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint, false)`, [g])
@@ -314,7 +314,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
       const target = (await sequenceValue(5)) + 200_000n
       await mover.query(`SELECT setval('shard_5.id_seq', $1::bigint, true)`, [target.toString()])
       await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint + 1, true)`, [g])
-      await mover.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      await unlock()
       const range = await reserver
       const [one] = ids(await single)
       const value = (id: bigint) => ((id >> 23n) << 10n) | (id & 1023n)
@@ -332,7 +332,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
     await holder.connect()
     await victim.connect()
     try {
-      await holder.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const unlock = await holdMoveLock(holder, 5)
       await victim.query(`SET statement_timeout = '200ms'`)
       const error = await victim
         .query('SELECT count(*) FROM shard_5.next_ids(1000)')
@@ -345,7 +345,7 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
         [pid],
       )
       expect(held!.n).toBe('0')
-      await holder.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      await unlock()
       const again = await victim.query(
         'SELECT count(DISTINCT x)::int AS n FROM shard_5.next_ids(1000) x',
       )
@@ -372,12 +372,11 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
 
 describe('locks', () => {
   it('a draw that overlaps a move of the sequence waits and returns a value from after the move', async () => {
-    const { lockKey } = resolveSqlOptions({ sharding })
     const mover = new pg.Client({ connectionString: url })
     await mover.connect()
     try {
       // The mover's first steps: the lock, then id_gen "not called" (readers see NULL).
-      await mover.query('SELECT pg_advisory_lock($1, 5)', [lockKey])
+      const unlock = await holdMoveLock(mover, 5)
       const g = (await mover.query('SELECT last_value::text AS g FROM shard_5.id_gen')).rows[0]
         .g as string
       await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint, false)`, [g])
@@ -397,7 +396,7 @@ describe('locks', () => {
       const target = last + 200_000n
       await mover.query(`SELECT setval('shard_5.id_seq', $1::bigint, true)`, [target.toString()])
       await mover.query(`SELECT setval('shard_5.id_gen', $1::bigint + 1, true)`, [g])
-      await mover.query('SELECT pg_advisory_unlock($1, 5)', [lockKey])
+      await unlock()
       const [row] = await drawer
       const id = BigInt(row!.id)
       const value = ((id >> 23n) << 10n) | (id & 1023n) // back to the sequence's ID space
@@ -435,7 +434,7 @@ describe('locks', () => {
     expect(repaired!.g).not.toBeNull()
   })
 
-  it('no lock outlives the call: an open transaction that drew IDs blocks nobody', async () => {
+  it('an open transaction that moved the sequence blocks nobody: its locks are of past generations', async () => {
     const holder = new pg.Client({ connectionString: url })
     const other = new pg.Client({ connectionString: url })
     await holder.connect()
@@ -445,10 +444,25 @@ describe('locks', () => {
         url,
         'CREATE TABLE IF NOT EXISTS held (id bigint PRIMARY KEY DEFAULT shard_5.next_id())',
       )
+      const genBefore = await generation(5)
       await holder.query('BEGIN')
       // Let the sequence fall behind so the call moves it forward (the path that takes a lock).
-      await new Promise((resolve) => setTimeout(resolve, 30))
+      await new Promise((resolve) => setTimeout(resolve, 80))
       await holder.query('INSERT INTO held DEFAULT VALUES')
+      expect(await generation(5)).toBeGreaterThan(genBefore)
+      // The move lock of the current generation is free: the next move takes it at once.
+      const probe = await holdMoveLock(other, 5)
+      await probe()
+      await other.query(`SET statement_timeout = '5s'`)
+      await new Promise((resolve) => setTimeout(resolve, 80))
+      await other.query('INSERT INTO held SELECT FROM generate_series(1, 100)')
+      const rows = await other.query('SELECT x::text FROM shard_5.next_ids(10) x')
+      expect(rows.rowCount).toBe(10)
+      const reserved = await other.query('SELECT x::text FROM shard_5.next_ids(500) x')
+      expect(reserved.rowCount).toBe(500)
+      await holder.query('COMMIT')
+      const [n] = await raw<{ n: string }>(url, 'SELECT count(*)::text AS n FROM held')
+      expect(n!.n).toBe('101')
       const pid = (await holder.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number
       const advisory = await raw<{ n: string }>(
         url,
@@ -456,14 +470,6 @@ describe('locks', () => {
         [pid],
       )
       expect(advisory[0]!.n).toBe('0')
-      await other.query(`SET statement_timeout = '5s'`)
-      await new Promise((resolve) => setTimeout(resolve, 30))
-      await other.query('INSERT INTO held SELECT FROM generate_series(1, 100)')
-      const rows = await other.query('SELECT x::text FROM shard_5.next_ids(10) x')
-      expect(rows.rowCount).toBe(10)
-      await holder.query('COMMIT')
-      const [n] = await raw<{ n: string }>(url, 'SELECT count(*)::text AS n FROM held')
-      expect(n!.n).toBe('101')
     } finally {
       await holder.end()
       await other.end()

@@ -44,7 +44,16 @@ export function commonScript(o: ResolvedSqlOptions): string {
   const field = (name: 'shard' | 'sequence' | 'worker', mask: bigint) =>
     `((id >> ${n.shifts[name]}) & ${mask})::integer`
   return `-- shardflake ${SQL_VERSION}: objects shared by all shards of layout ${JSON.stringify(layout.name)}
-CREATE SCHEMA IF NOT EXISTS ${c};
+-- On Citus the common schema stays an ordinary schema on the coordinator, even with schema-based
+-- sharding on (turned off for this transaction only; nothing happens without Citus).
+DO $shardflake$
+BEGIN
+  IF current_setting('citus.enable_schema_based_sharding', true) IS NOT NULL THEN
+    PERFORM set_config('citus.enable_schema_based_sharding', 'off', true);
+  END IF;
+END
+$shardflake$;
+${createSchemaScript(o.schema)}
 
 CREATE TABLE IF NOT EXISTS ${c}.layout (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -60,9 +69,21 @@ CREATE TABLE IF NOT EXISTS ${c}.layout (
   version text NOT NULL,
   installed_at timestamptz NOT NULL DEFAULT now(),
   -- How many logical shards keys are spread over (Sharding.logicalShards).
-  logical_shards integer CHECK (logical_shards > 0)
+  logical_shards integer CONSTRAINT layout_logical_shards_check CHECK (logical_shards > 0)
 );
-ALTER TABLE ${c}.layout ADD COLUMN IF NOT EXISTS logical_shards integer CHECK (logical_shards > 0);
+-- Installations from before logical_shards was recorded: the column, then its check, in two
+-- statements (Citus refuses ADD COLUMN with a constraint on a distributed table).
+DO $shardflake$
+BEGIN
+  IF NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_attribute
+    WHERE attrelid = '${c}.layout'::regclass AND attname = 'logical_shards' AND NOT attisdropped
+  ) THEN
+    ALTER TABLE ${c}.layout ADD COLUMN logical_shards integer;
+    ALTER TABLE ${c}.layout ADD CONSTRAINT layout_logical_shards_check CHECK (logical_shards > 0);
+  END IF;
+END
+$shardflake$;
 
 CREATE TABLE IF NOT EXISTS ${c}.shards (
   shard integer PRIMARY KEY,
@@ -71,7 +92,10 @@ CREATE TABLE IF NOT EXISTS ${c}.shards (
   sequence_cache integer NOT NULL,
   version text NOT NULL,
   installed_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  retired_at timestamptz,
+  moved_to text,
+  fence_value bigint
 );
 
 ${retirementColumnsScript(o)}
@@ -130,6 +154,21 @@ $$;
 `
     : ''
 }`
+}
+
+/**
+ * `CREATE SCHEMA` only when the schema does not exist yet. (`CREATE SCHEMA IF NOT EXISTS` on an
+ * existing schema is not a no-op everywhere: with Citus's `citus.enable_schema_based_sharding` on,
+ * it registers that schema as a distributed schema.) @internal
+ */
+export function createSchemaScript(name: string): string {
+  return `DO $shardflake$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ${quoteLiteral(name)}) THEN
+    CREATE SCHEMA ${quoteIdentifier('schema', name)};
+  END IF;
+END
+$shardflake$;`
 }
 
 /** White space that makes a key blank: what JavaScript's `String.prototype.trim` removes. */

@@ -11,7 +11,7 @@ import {
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '5'
+export const SQL_VERSION = '6'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresSchemaOptions {
@@ -213,9 +213,25 @@ export interface ShardContext {
   compose: (v: string) => string
   /** The clock as a sequence value (ID space). */
   nowV: string
-  /** The shard's advisory lock key pair, and its first key as pg_locks shows it. */
-  lock: string
-  lockClass: number
+  /**
+   * The key pair of the transaction-level advisory lock that guards moves of the sequence while
+   * `id_gen` is at generation `g` (an SQL expression): `moveLockKey` in SQL.
+   */
+  lockOf: (g: string) => string
+  /** The key pair of the session-level lock that SQL version 5 and earlier took for moves. */
+  legacyLock: string
+}
+
+/** Generations that share a move lock key (per shard): the key is the generation mod this. */
+export const MOVE_LOCK_SLOTS = 32768
+
+/**
+ * The advisory lock key pair that guards moves of shard `shard`'s sequence at generation `g`
+ * (what `pg_locks` shows as classid, objid; objsubid 2): the installation's `lockKey` and
+ * `(g mod 32768) * 65536 + shard mod 65536`. @internal
+ */
+export function moveLockKey(o: ResolvedSqlOptions, shard: number, g: bigint): [number, number] {
+  return [o.lockKey, Number((g % BigInt(MOVE_LOCK_SLOTS)) * 65536n) + (shard % 65536)]
 }
 
 /** The names and numbers of one shard's SQL. @throws ShardOutOfRangeError @internal */
@@ -239,7 +255,8 @@ export function shardContext(o: ResolvedSqlOptions, shard: number): ShardContext
     compose: (v) =>
       `((${v} >> ${n.S}) << ${n.shifts.time}) | (${constant})::bigint | ((${v} & ${n.seqMask}) << ${n.shifts.sequence})`,
     nowV: `(${timeOf(o, `${c}.now_ms()`)} << ${n.S})`,
-    lock: `${o.lockKey}, ${shard}`,
-    lockClass: o.lockKey >>> 0,
+    lockOf: (g) =>
+      `${o.lockKey}, ((${g}) % ${MOVE_LOCK_SLOTS} * 65536 + ${shard % 65536})::integer`,
+    legacyLock: `${o.lockKey}, ${shard}`,
   }
 }

@@ -1,14 +1,14 @@
 import type { ShardContext } from './options'
 
 /**
- * The routines of one shard that move its sequence (every `setval`), each under the shard's
- * advisory lock and the seqlock in `id_gen`: the catch-up to the clock, the wait for a move in
+ * The routines of one shard that move its sequence (every `setval`), each under the move lock of
+ * the current generation (a transaction-level advisory lock) and the seqlock in `id_gen`: the catch-up to the clock, the wait for a move in
  * progress, the wait for the clock, a reservation for `next_ids(n)`, and the advance past a fence
  * when the shard arrives from another database. Why that never repeats an ID: `docs/next-id.md`.
  * @internal
  */
 export function sequenceMoveRoutines(x: ShardContext): string {
-  const { o, layout, n, shard, s, c, seq, gen, nowV, lock, lockClass } = x
+  const { o, layout, n, shard, s, c, seq, gen, nowV, lockOf } = x
   return `-- Raises SF007: the layout's time field is used up (the sequence cannot follow the clock).
 CREATE OR REPLACE FUNCTION ${s}._exhausted() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
@@ -18,88 +18,90 @@ BEGIN
 END
 $$;
 
--- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
--- (statement_timeout) can land between taking the lock and the next statement, and a session
--- lock left behind would stop every move of this shard's sequence while the session lives.
-CREATE OR REPLACE FUNCTION ${s}._unlock() RETURNS void
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-  IF EXISTS (
-    SELECT 1 FROM pg_catalog.pg_locks
-    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
-      AND classid = ${lockClass} AND objid = ${shard} AND objsubid = 2
-  ) THEN
-    PERFORM pg_advisory_unlock(${lock});
-  END IF;
-END
-$$;
-
 -- Called by a draw that found the sequence more than the margin behind the clock: moves it
--- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
--- moving it already. True: draw again, the sequence is where it should be. False only when that
--- session held the lock all along (or did so earlier in this transaction): the caller keeps what
--- it drew (unique, but older).
+-- forward to the clock, or waits (at most maxWaitMs) while another session moves it. True: draw
+-- again, the sequence is where it should be (or is being moved). False when the move lock of the
+-- generation stayed taken that long (or did so earlier in this transaction), or this transaction
+-- already made ${MOVE_BUDGET} moves: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION ${s}._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
-  called boolean;
   last bigint;
   target bigint;
-  moved boolean := false;
   waited integer := 0;
 BEGIN
-${locked(
-  x,
-  `    WHILE NOT pg_try_advisory_lock(${lock}) LOOP
-      -- At most once per transaction: a holder blocked behind a fence (movePostgresShards) would
-      -- otherwise cost every row of a multi-row INSERT the whole wait.
-      IF waited >= ${o.maxWaitMs} OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
-        PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
-        RETURN false;
-      END IF;
-      PERFORM pg_sleep(0.001);
-      waited := waited + 1;
-    END LOOP;
-    SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
-    IF called THEN
-      PERFORM setval(${gen}, g, false);
+  IF ${movesSoFar} >= ${MOVE_BUDGET} THEN
+    RETURN false;
+  END IF;
+  LOOP
+    g := pg_sequence_last_value(${gen});
+    IF g IS NULL THEN
+      -- A move in progress (or one to repair): the draw starts again and waits for it.
+      RETURN true;
     END IF;
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
-    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM ${s}.id_seq;
-    target := ${nowV} - 1;
-    IF target > ${n.maxValue} THEN
-      PERFORM ${s}._exhausted();
+    IF coalesce(pg_sequence_last_value(${seq}), -1) >= ${nowV} - ${n.margin} THEN
+      -- Another session moved it already: draw again, without a move of our own.
+      RETURN true;
     END IF;
-    IF last < target - ${n.margin} + 1 THEN
-      PERFORM setval(${seq}, target, true);
-      moved := true;
+    EXIT WHEN pg_try_advisory_xact_lock(${lockOf('g')});
+    -- At most once per transaction: a mover blocked behind a fence (movePostgresShards) would
+    -- otherwise cost every row of a multi-row INSERT the whole wait.
+    IF waited >= ${o.maxWaitMs} OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
+      PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
+      RETURN false;
     END IF;
-    -- A new generation when the sequence moved (or a session died half-way); else the same one.
-    PERFORM setval(${gen}, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);`,
-)}
-  -- Moved here, or by another session since the caller drew: either way, draw again.
+    PERFORM pg_sleep(0.001);
+    waited := waited + 1;
+  END LOOP;
+  PERFORM set_config('shardflake.moves', (${movesSoFar} + 1)::text, true);
+  IF pg_sequence_last_value(${gen}) IS DISTINCT FROM g THEN
+    -- Another session moved the sequence since: draw again.
+    RETURN true;
+  END IF;
+${markMove(x)}
+  -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+  SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM ${s}.id_seq;
+  target := ${nowV} - 1;
+  IF target > ${n.maxValue} THEN
+    PERFORM ${s}._exhausted();
+  END IF;
+  IF last < target - ${n.margin} + 1 THEN
+    PERFORM setval(${seq}, target, true);
+  END IF;
+  -- A new generation (also when nothing moved): the move is over.
+  PERFORM setval(${gen}, g + 1, true);
   RETURN true;
 END
 $$;
 
--- Waits while another session moves the sequence: blocked on the lock that session holds, woken
--- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
+-- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
+-- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
+-- cancel, a session that died): the move lock of that generation is free again, and it goes on to
+-- the next generation under it.
 CREATE OR REPLACE FUNCTION ${s}._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
+  pause double precision := 0.001;
 BEGIN
-${locked(
-  x,
-  `    PERFORM pg_advisory_lock(${lock});
+  LOOP
     SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
-    IF NOT called THEN
-      PERFORM setval(${gen}, g + 1, true);
-    END IF;`,
-)}
+    IF called THEN
+      RETURN;
+    END IF;
+    IF pg_try_advisory_xact_lock(${lockOf('g')}) THEN
+      PERFORM set_config('shardflake.moves', (${movesSoFar} + 1)::text, true);
+      SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
+      IF NOT called THEN
+        PERFORM setval(${gen}, g + 1, true);
+      END IF;
+      RETURN;
+    END IF;
+    PERFORM pg_sleep(pause);
+    pause := least(pause * 2, 0.002);
+  END LOOP;
 END
 $$;
 
@@ -129,7 +131,7 @@ $$;
 -- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
 -- last value, setval, a new generation), to the end of the range instead of to the clock. The
 -- range starts after the last value, or at the clock when that is more than the margin behind.
--- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+-- Waits (polling) while another session moves the sequence: no draw succeeds meanwhile anyway.
 CREATE OR REPLACE FUNCTION ${s}._reserve(n integer) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -141,17 +143,17 @@ DECLARE
 BEGIN
 ${seqlockMove(
   x,
-  `    SELECT last_value INTO last FROM ${s}.id_seq;
-    nv := ${nowV};
-    first := CASE WHEN last < nv - ${n.margin} THEN nv ELSE last + 1 END;
-    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
-    refused := first + n - 1 > nv + ${n.drift + n.wait};
-    IF NOT refused AND first + n - 1 > ${n.maxValue} THEN
-      PERFORM ${s}._exhausted();
-    END IF;
-    IF NOT refused THEN
-      PERFORM setval(${seq}, first + n - 1, true);
-    END IF;`,
+  `  SELECT last_value INTO last FROM ${s}.id_seq;
+  nv := ${nowV};
+  first := CASE WHEN last < nv - ${n.margin} THEN nv ELSE last + 1 END;
+  -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+  refused := first + n - 1 > nv + ${n.drift + n.wait};
+  IF NOT refused AND first + n - 1 > ${n.maxValue} THEN
+    PERFORM ${s}._exhausted();
+  END IF;
+  IF NOT refused THEN
+    PERFORM setval(${seq}, first + n - 1, true);
+  END IF;`,
 )}
   IF refused AND n > ${n.drift + n.wait} THEN
     -- The batch alone is more than the shard makes within the drift and the wait: overload.
@@ -186,8 +188,8 @@ BEGIN
   END IF;
 ${seqlockMove(
   x,
-  `    SELECT greatest(last_value, v) INTO last FROM ${s}.id_seq;
-    PERFORM setval(${seq}, last, true);`,
+  `  SELECT greatest(last_value, v) INTO last FROM ${s}.id_seq;
+  PERFORM setval(${seq}, last, true);`,
 )}
   RETURN last;
 END
@@ -197,33 +199,42 @@ $$;
 }
 
 /**
- * A block under the shard's advisory lock (`inner` takes it, then works): the lock is let go as
- * the block's last statement, and on any error (a cancel included) by `_unlock()`, the error
- * raised again.
+ * How many moves of a sequence one transaction may make (each keeps a transaction-level lock until
+ * the transaction ends); beyond it, catch-ups and reservations are skipped (draws keep their
+ * values, reservations become per-value draws). A transaction drawing without pause for about
+ * this many times `marginMs` gets IDs that fall behind the clock after that. @internal
  */
-function locked(x: ShardContext, inner: string): string {
-  return `  BEGIN
-${inner}
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(${x.lock});
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM ${x.s}._unlock();
-    RAISE;
-  END;`
+export const MOVE_BUDGET = 256
+
+/** The moves this transaction made so far (an SQL expression). @internal */
+export const movesSoFar = `coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer`
+
+/** The first step of a move at generation `g`, its lock held: readers see NULL from here on. */
+function markMove(x: ShardContext): string {
+  return `  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval(${x.gen}, g, false);`
 }
 
 /**
- * A move of the sequence under the lock and the seqlock (`id_gen` "not called" while `body`
- * runs, a new generation after it): draws running meanwhile are discarded and drawn again.
+ * A move of the sequence at generation `g` (lock, id_gen "not called", `body`, a new generation):
+ * draws running meanwhile are discarded and drawn again. Takes the move lock of the current
+ * generation (a transaction-level advisory lock, polling), checks that the generation did not
+ * change meanwhile, and moves. No error handler: when the transaction ends half-way, the lock goes
+ * with it and the next draw repairs id_gen (`_wait_gen`).
  */
 function seqlockMove(x: ShardContext, body: string): string {
-  return locked(
-    x,
-    `    PERFORM pg_advisory_lock(${x.lock});
-    SELECT last_value INTO g FROM ${x.s}.id_gen;
-    PERFORM setval(${x.gen}, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
+  return `  LOOP
+    g := pg_sequence_last_value(${x.gen});
+    IF g IS NULL THEN
+      PERFORM ${x.s}._wait_gen();
+    ELSIF pg_try_advisory_xact_lock(${x.lockOf('g')}) THEN
+      PERFORM set_config('shardflake.moves', (${movesSoFar} + 1)::text, true);
+      EXIT WHEN pg_sequence_last_value(${x.gen}) IS NOT DISTINCT FROM g;
+    ELSE
+      PERFORM pg_sleep(0.001);
+    END IF;
+  END LOOP;
+${markMove(x)}
 ${body}
-    PERFORM setval(${x.gen}, g + 1, true);`,
-  )
+  PERFORM setval(${x.gen}, g + 1, true);`
 }

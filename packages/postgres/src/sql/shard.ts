@@ -1,4 +1,5 @@
 import type { Ddl } from '@shardflake/core'
+import { createSchemaScript } from './common'
 import { asDdl } from './ddl'
 import {
   type PostgresSqlOptions,
@@ -8,7 +9,7 @@ import {
   shardContext,
   timeOf,
 } from './options'
-import { sequenceMoveRoutines } from './shard-moves'
+import { MOVE_BUDGET, movesSoFar, sequenceMoveRoutines } from './shard-moves'
 
 /**
  * The SQL for one logical shard: its schema, sequences, `next_id()`, `next_ids(n)` and the
@@ -34,7 +35,11 @@ export function shardScript(o: ResolvedSqlOptions, shard: number): string {
       MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));
   END IF;`
   return `-- shardflake ${SQL_VERSION}: logical shard ${shard} of layout ${JSON.stringify(layout.name)}
-CREATE SCHEMA IF NOT EXISTS ${s};
+${createSchemaScript(name)}
+-- Version 5 and earlier moved the sequence under a session-level lock let go by an error handler
+-- (which Citus cannot run inside a distributed statement). Waits for such a move running now.
+SELECT pg_advisory_xact_lock(${x.legacyLock});
+DROP FUNCTION IF EXISTS ${s}._unlock();
 
 DO $shardflake$
 BEGIN
@@ -74,7 +79,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
 $$;
 
 ${sequenceMoveRoutines(x)}-- n new IDs of shard ${shard}, ascending, in one call: from ${o.reserveFrom} on a reserved range,
--- below that n draws.
+-- below that n draws (also beyond ${MOVE_BUDGET} moves in one transaction).
 CREATE OR REPLACE FUNCTION ${s}.next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -88,7 +93,7 @@ BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
   END IF;
-  IF n >= ${o.reserveFrom} THEN
+  IF n >= ${o.reserveFrom} AND ${movesSoFar} < ${MOVE_BUDGET} THEN
     first := ${s}._reserve(n);
     RETURN QUERY SELECT ${s}._compose(v) FROM generate_series(first, first + n - 1) AS v;
     RETURN;

@@ -1,5 +1,21 @@
--- shardflake 5: objects shared by all shards of layout "instagram"
-CREATE SCHEMA IF NOT EXISTS "shardflake";
+-- shardflake 6: objects shared by all shards of layout "instagram"
+-- On Citus the common schema stays an ordinary schema on the coordinator, even with schema-based
+-- sharding on (turned off for this transaction only; nothing happens without Citus).
+DO $shardflake$
+BEGIN
+  IF current_setting('citus.enable_schema_based_sharding', true) IS NOT NULL THEN
+    PERFORM set_config('citus.enable_schema_based_sharding', 'off', true);
+  END IF;
+END
+$shardflake$;
+
+DO $shardflake$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shardflake') THEN
+    CREATE SCHEMA "shardflake";
+  END IF;
+END
+$shardflake$;
 
 CREATE TABLE IF NOT EXISTS "shardflake".layout (
   singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -15,10 +31,22 @@ CREATE TABLE IF NOT EXISTS "shardflake".layout (
   version text NOT NULL,
   installed_at timestamptz NOT NULL DEFAULT now(),
   -- How many logical shards keys are spread over (Sharding.logicalShards).
-  logical_shards integer CHECK (logical_shards > 0)
+  logical_shards integer CONSTRAINT layout_logical_shards_check CHECK (logical_shards > 0)
 );
 
-ALTER TABLE "shardflake".layout ADD COLUMN IF NOT EXISTS logical_shards integer CHECK (logical_shards > 0);
+-- Installations from before logical_shards was recorded: the column, then its check, in two
+-- statements (Citus refuses ADD COLUMN with a constraint on a distributed table).
+DO $shardflake$
+BEGIN
+  IF NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_attribute
+    WHERE attrelid = '"shardflake".layout'::regclass AND attname = 'logical_shards' AND NOT attisdropped
+  ) THEN
+    ALTER TABLE "shardflake".layout ADD COLUMN logical_shards integer;
+    ALTER TABLE "shardflake".layout ADD CONSTRAINT layout_logical_shards_check CHECK (logical_shards > 0);
+  END IF;
+END
+$shardflake$;
 
 CREATE TABLE IF NOT EXISTS "shardflake".shards (
   shard integer PRIMARY KEY,
@@ -27,7 +55,10 @@ CREATE TABLE IF NOT EXISTS "shardflake".shards (
   sequence_cache integer NOT NULL,
   version text NOT NULL,
   installed_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  retired_at timestamptz,
+  moved_to text,
+  fence_value bigint
 );
 
 -- A logical shard moved to another database stays recorded here, fenced: when (retired_at), where
@@ -48,7 +79,7 @@ BEGIN
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
     INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '5', 2000);
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '6', 2000);
   ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, 2000))
         IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text, 2000) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
@@ -134,8 +165,20 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 5: logical shard 5 of layout "instagram"
-CREATE SCHEMA IF NOT EXISTS "shard_5";
+-- shardflake 6: logical shard 5 of layout "instagram"
+DO $shardflake$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_5') THEN
+    CREATE SCHEMA "shard_5";
+  END IF;
+END
+$shardflake$;
+
+-- Version 5 and earlier moved the sequence under a session-level lock let go by an error handler
+-- (which Citus cannot run inside a distributed statement). Waits for such a move running now.
+SELECT pg_advisory_xact_lock(-573691797, 5);
+
+DROP FUNCTION IF EXISTS "shard_5"._unlock();
 
 DO $shardflake$
 BEGIN
@@ -191,96 +234,91 @@ BEGIN
 END
 $$;
 
--- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
--- (statement_timeout) can land between taking the lock and the next statement, and a session
--- lock left behind would stop every move of this shard's sequence while the session lives.
-CREATE OR REPLACE FUNCTION "shard_5"._unlock() RETURNS void
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-  IF EXISTS (
-    SELECT 1 FROM pg_catalog.pg_locks
-    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
-      AND classid = 3721275499 AND objid = 5 AND objsubid = 2
-  ) THEN
-    PERFORM pg_advisory_unlock(-573691797, 5);
-  END IF;
-END
-$$;
-
 -- Called by a draw that found the sequence more than the margin behind the clock: moves it
--- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
--- moving it already. True: draw again, the sequence is where it should be. False only when that
--- session held the lock all along (or did so earlier in this transaction): the caller keeps what
--- it drew (unique, but older).
+-- forward to the clock, or waits (at most maxWaitMs) while another session moves it. True: draw
+-- again, the sequence is where it should be (or is being moved). False when the move lock of the
+-- generation stayed taken that long (or did so earlier in this transaction), or this transaction
+-- already made 256 moves: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION "shard_5"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
-  called boolean;
   last bigint;
   target bigint;
-  moved boolean := false;
   waited integer := 0;
 BEGIN
-  BEGIN
-    WHILE NOT pg_try_advisory_lock(-573691797, 5) LOOP
-      -- At most once per transaction: a holder blocked behind a fence (movePostgresShards) would
-      -- otherwise cost every row of a multi-row INSERT the whole wait.
-      IF waited >= 100 OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
-        PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
-        RETURN false;
-      END IF;
-      PERFORM pg_sleep(0.001);
-      waited := waited + 1;
-    END LOOP;
-    SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
-    IF called THEN
-      PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+  IF coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer >= 256 THEN
+    RETURN false;
+  END IF;
+  LOOP
+    g := pg_sequence_last_value('"shard_5".id_gen'::regclass);
+    IF g IS NULL THEN
+      -- A move in progress (or one to repair): the draw starts again and waits for it.
+      RETURN true;
     END IF;
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
-    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_5".id_seq;
-    target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
-    IF target > 1125899906842623 THEN
-      PERFORM "shard_5"._exhausted();
+    IF coalesce(pg_sequence_last_value('"shard_5".id_seq'::regclass), -1) >= (("shardflake".now_ms() - 1314220021721) << 10) - 51200 THEN
+      -- Another session moved it already: draw again, without a move of our own.
+      RETURN true;
     END IF;
-    IF last < target - 51200 + 1 THEN
-      PERFORM setval('"shard_5".id_seq'::regclass, target, true);
-      moved := true;
+    EXIT WHEN pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 5)::integer);
+    -- At most once per transaction: a mover blocked behind a fence (movePostgresShards) would
+    -- otherwise cost every row of a multi-row INSERT the whole wait.
+    IF waited >= 100 OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
+      PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
+      RETURN false;
     END IF;
-    -- A new generation when the sequence moved (or a session died half-way); else the same one.
-    PERFORM setval('"shard_5".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 5);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_5"._unlock();
-    RAISE;
-  END;
-  -- Moved here, or by another session since the caller drew: either way, draw again.
+    PERFORM pg_sleep(0.001);
+    waited := waited + 1;
+  END LOOP;
+  PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+  IF pg_sequence_last_value('"shard_5".id_gen'::regclass) IS DISTINCT FROM g THEN
+    -- Another session moved the sequence since: draw again.
+    RETURN true;
+  END IF;
+  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+  -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+  SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_5".id_seq;
+  target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+  IF target > 1125899906842623 THEN
+    PERFORM "shard_5"._exhausted();
+  END IF;
+  IF last < target - 51200 + 1 THEN
+    PERFORM setval('"shard_5".id_seq'::regclass, target, true);
+  END IF;
+  -- A new generation (also when nothing moved): the move is over.
+  PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
   RETURN true;
 END
 $$;
 
--- Waits while another session moves the sequence: blocked on the lock that session holds, woken
--- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
+-- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
+-- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
+-- cancel, a session that died): the move lock of that generation is free again, and it goes on to
+-- the next generation under it.
 CREATE OR REPLACE FUNCTION "shard_5"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
+  pause double precision := 0.001;
 BEGIN
-  BEGIN
-    PERFORM pg_advisory_lock(-573691797, 5);
+  LOOP
     SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
-    IF NOT called THEN
-      PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+    IF called THEN
+      RETURN;
     END IF;
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 5);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_5"._unlock();
-    RAISE;
-  END;
+    IF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 5)::integer) THEN
+      PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+      SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
+      IF NOT called THEN
+        PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+      END IF;
+      RETURN;
+    END IF;
+    PERFORM pg_sleep(pause);
+    pause := least(pause * 2, 0.002);
+  END LOOP;
 END
 $$;
 
@@ -310,7 +348,7 @@ $$;
 -- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
 -- last value, setval, a new generation), to the end of the range instead of to the clock. The
 -- range starts after the last value, or at the clock when that is more than the margin behind.
--- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+-- Waits (polling) while another session moves the sequence: no draw succeeds meanwhile anyway.
 CREATE OR REPLACE FUNCTION "shard_5"._reserve(n integer) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -320,29 +358,31 @@ DECLARE
   first bigint;
   refused boolean := false;
 BEGIN
-  BEGIN
-    PERFORM pg_advisory_lock(-573691797, 5);
-    SELECT last_value INTO g FROM "shard_5".id_gen;
-    PERFORM setval('"shard_5".id_gen'::regclass, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM "shard_5".id_seq;
-    nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
-    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
-    refused := first + n - 1 > nv + 1126400;
-    IF NOT refused AND first + n - 1 > 1125899906842623 THEN
-      PERFORM "shard_5"._exhausted();
+  LOOP
+    g := pg_sequence_last_value('"shard_5".id_gen'::regclass);
+    IF g IS NULL THEN
+      PERFORM "shard_5"._wait_gen();
+    ELSIF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 5)::integer) THEN
+      PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+      EXIT WHEN pg_sequence_last_value('"shard_5".id_gen'::regclass) IS NOT DISTINCT FROM g;
+    ELSE
+      PERFORM pg_sleep(0.001);
     END IF;
-    IF NOT refused THEN
-      PERFORM setval('"shard_5".id_seq'::regclass, first + n - 1, true);
-    END IF;
-    PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 5);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_5"._unlock();
-    RAISE;
-  END;
+  END LOOP;
+  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+  SELECT last_value INTO last FROM "shard_5".id_seq;
+  nv := (("shardflake".now_ms() - 1314220021721) << 10);
+  first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
+  -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+  refused := first + n - 1 > nv + 1126400;
+  IF NOT refused AND first + n - 1 > 1125899906842623 THEN
+    PERFORM "shard_5"._exhausted();
+  END IF;
+  IF NOT refused THEN
+    PERFORM setval('"shard_5".id_seq'::regclass, first + n - 1, true);
+  END IF;
+  PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
   IF refused AND n > 1126400 THEN
     -- The batch alone is more than the shard makes within the drift and the wait: overload.
     RAISE EXCEPTION USING ERRCODE = 'SF006',
@@ -374,26 +414,28 @@ BEGIN
   IF v IS NULL OR v < 0 OR v > 1125899906842623 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard 5: _advance_to(v) needs v from 0 to 1125899906842623, got %s', v);
   END IF;
-  BEGIN
-    PERFORM pg_advisory_lock(-573691797, 5);
-    SELECT last_value INTO g FROM "shard_5".id_gen;
-    PERFORM setval('"shard_5".id_gen'::regclass, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT greatest(last_value, v) INTO last FROM "shard_5".id_seq;
-    PERFORM setval('"shard_5".id_seq'::regclass, last, true);
-    PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 5);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_5"._unlock();
-    RAISE;
-  END;
+  LOOP
+    g := pg_sequence_last_value('"shard_5".id_gen'::regclass);
+    IF g IS NULL THEN
+      PERFORM "shard_5"._wait_gen();
+    ELSIF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 5)::integer) THEN
+      PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+      EXIT WHEN pg_sequence_last_value('"shard_5".id_gen'::regclass) IS NOT DISTINCT FROM g;
+    ELSE
+      PERFORM pg_sleep(0.001);
+    END IF;
+  END LOOP;
+  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval('"shard_5".id_gen'::regclass, g, false);
+  SELECT greatest(last_value, v) INTO last FROM "shard_5".id_seq;
+  PERFORM setval('"shard_5".id_seq'::regclass, last, true);
+  PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
   RETURN last;
 END
 $$;
 
 -- n new IDs of shard 5, ascending, in one call: from 128 on a reserved range,
--- below that n draws.
+-- below that n draws (also beyond 256 moves in one transaction).
 CREATE OR REPLACE FUNCTION "shard_5".next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -407,7 +449,7 @@ BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
   END IF;
-  IF n >= 128 THEN
+  IF n >= 128 AND coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer < 256 THEN
     first := "shard_5"._reserve(n);
     RETURN QUERY SELECT "shard_5"._compose(v) FROM generate_series(first, first + n - 1) AS v;
     RETURN;
@@ -486,12 +528,24 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '5')
+VALUES (5, 'shard_5', 0, 1, '6')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 5: logical shard 6 of layout "instagram"
-CREATE SCHEMA IF NOT EXISTS "shard_6";
+-- shardflake 6: logical shard 6 of layout "instagram"
+DO $shardflake$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_6') THEN
+    CREATE SCHEMA "shard_6";
+  END IF;
+END
+$shardflake$;
+
+-- Version 5 and earlier moved the sequence under a session-level lock let go by an error handler
+-- (which Citus cannot run inside a distributed statement). Waits for such a move running now.
+SELECT pg_advisory_xact_lock(-573691797, 6);
+
+DROP FUNCTION IF EXISTS "shard_6"._unlock();
 
 DO $shardflake$
 BEGIN
@@ -547,96 +601,91 @@ BEGIN
 END
 $$;
 
--- Lets go of the shard's advisory lock if this session holds it. Only on error paths: a cancel
--- (statement_timeout) can land between taking the lock and the next statement, and a session
--- lock left behind would stop every move of this shard's sequence while the session lives.
-CREATE OR REPLACE FUNCTION "shard_6"._unlock() RETURNS void
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-  IF EXISTS (
-    SELECT 1 FROM pg_catalog.pg_locks
-    WHERE locktype = 'advisory' AND pid = pg_catalog.pg_backend_pid() AND granted
-      AND classid = 3721275499 AND objid = 6 AND objsubid = 2
-  ) THEN
-    PERFORM pg_advisory_unlock(-573691797, 6);
-  END IF;
-END
-$$;
-
 -- Called by a draw that found the sequence more than the margin behind the clock: moves it
--- forward to the clock, or waits (at most maxWaitMs) for the session that holds the lock and is
--- moving it already. True: draw again, the sequence is where it should be. False only when that
--- session held the lock all along (or did so earlier in this transaction): the caller keeps what
--- it drew (unique, but older).
+-- forward to the clock, or waits (at most maxWaitMs) while another session moves it. True: draw
+-- again, the sequence is where it should be (or is being moved). False when the move lock of the
+-- generation stayed taken that long (or did so earlier in this transaction), or this transaction
+-- already made 256 moves: the caller keeps what it drew (unique, but older).
 CREATE OR REPLACE FUNCTION "shard_6"._catch_up() RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
-  called boolean;
   last bigint;
   target bigint;
-  moved boolean := false;
   waited integer := 0;
 BEGIN
-  BEGIN
-    WHILE NOT pg_try_advisory_lock(-573691797, 6) LOOP
-      -- At most once per transaction: a holder blocked behind a fence (movePostgresShards) would
-      -- otherwise cost every row of a multi-row INSERT the whole wait.
-      IF waited >= 100 OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
-        PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
-        RETURN false;
-      END IF;
-      PERFORM pg_sleep(0.001);
-      waited := waited + 1;
-    END LOOP;
-    SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
-    IF called THEN
-      PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+  IF coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer >= 256 THEN
+    RETURN false;
+  END IF;
+  LOOP
+    g := pg_sequence_last_value('"shard_6".id_gen'::regclass);
+    IF g IS NULL THEN
+      -- A move in progress (or one to repair): the draw starts again and waits for it.
+      RETURN true;
     END IF;
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
-    SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_6".id_seq;
-    target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
-    IF target > 1125899906842623 THEN
-      PERFORM "shard_6"._exhausted();
+    IF coalesce(pg_sequence_last_value('"shard_6".id_seq'::regclass), -1) >= (("shardflake".now_ms() - 1314220021721) << 10) - 51200 THEN
+      -- Another session moved it already: draw again, without a move of our own.
+      RETURN true;
     END IF;
-    IF last < target - 51200 + 1 THEN
-      PERFORM setval('"shard_6".id_seq'::regclass, target, true);
-      moved := true;
+    EXIT WHEN pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 6)::integer);
+    -- At most once per transaction: a mover blocked behind a fence (movePostgresShards) would
+    -- otherwise cost every row of a multi-row INSERT the whole wait.
+    IF waited >= 100 OR current_setting('shardflake.gave_up_waiting', true) = 'yes' THEN
+      PERFORM set_config('shardflake.gave_up_waiting', 'yes', true);
+      RETURN false;
     END IF;
-    -- A new generation when the sequence moved (or a session died half-way); else the same one.
-    PERFORM setval('"shard_6".id_gen'::regclass, CASE WHEN moved OR NOT called THEN g + 1 ELSE g END, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 6);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_6"._unlock();
-    RAISE;
-  END;
-  -- Moved here, or by another session since the caller drew: either way, draw again.
+    PERFORM pg_sleep(0.001);
+    waited := waited + 1;
+  END LOOP;
+  PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+  IF pg_sequence_last_value('"shard_6".id_gen'::regclass) IS DISTINCT FROM g THEN
+    -- Another session moved the sequence since: draw again.
+    RETURN true;
+  END IF;
+  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+  -- (A sequence never drawn from counts as -1, as the draws' own check sees it.)
+  SELECT CASE WHEN is_called THEN last_value ELSE -1 END INTO last FROM "shard_6".id_seq;
+  target := (("shardflake".now_ms() - 1314220021721) << 10) - 1;
+  IF target > 1125899906842623 THEN
+    PERFORM "shard_6"._exhausted();
+  END IF;
+  IF last < target - 51200 + 1 THEN
+    PERFORM setval('"shard_6".id_seq'::regclass, target, true);
+  END IF;
+  -- A new generation (also when nothing moved): the move is over.
+  PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
   RETURN true;
 END
 $$;
 
--- Waits while another session moves the sequence: blocked on the lock that session holds, woken
--- when it lets go. Repairs id_gen left NULL by a session that died while moving the sequence.
+-- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
+-- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
+-- cancel, a session that died): the move lock of that generation is free again, and it goes on to
+-- the next generation under it.
 CREATE OR REPLACE FUNCTION "shard_6"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
   called boolean;
+  pause double precision := 0.001;
 BEGIN
-  BEGIN
-    PERFORM pg_advisory_lock(-573691797, 6);
+  LOOP
     SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
-    IF NOT called THEN
-      PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+    IF called THEN
+      RETURN;
     END IF;
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 6);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_6"._unlock();
-    RAISE;
-  END;
+    IF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 6)::integer) THEN
+      PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+      SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
+      IF NOT called THEN
+        PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+      END IF;
+      RETURN;
+    END IF;
+    PERFORM pg_sleep(pause);
+    pause := least(pause * 2, 0.002);
+  END LOOP;
 END
 $$;
 
@@ -666,7 +715,7 @@ $$;
 -- returns the first: a move of the sequence like a catch-up (lock, id_gen "not called", the real
 -- last value, setval, a new generation), to the end of the range instead of to the clock. The
 -- range starts after the last value, or at the clock when that is more than the margin behind.
--- Waits for the lock: while another session holds it, id_gen reads NULL and no draw succeeds.
+-- Waits (polling) while another session moves the sequence: no draw succeeds meanwhile anyway.
 CREATE OR REPLACE FUNCTION "shard_6"._reserve(n integer) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -676,29 +725,31 @@ DECLARE
   first bigint;
   refused boolean := false;
 BEGIN
-  BEGIN
-    PERFORM pg_advisory_lock(-573691797, 6);
-    SELECT last_value INTO g FROM "shard_6".id_gen;
-    PERFORM setval('"shard_6".id_gen'::regclass, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT last_value INTO last FROM "shard_6".id_seq;
-    nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
-    -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
-    refused := first + n - 1 > nv + 1126400;
-    IF NOT refused AND first + n - 1 > 1125899906842623 THEN
-      PERFORM "shard_6"._exhausted();
+  LOOP
+    g := pg_sequence_last_value('"shard_6".id_gen'::regclass);
+    IF g IS NULL THEN
+      PERFORM "shard_6"._wait_gen();
+    ELSIF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 6)::integer) THEN
+      PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+      EXIT WHEN pg_sequence_last_value('"shard_6".id_gen'::regclass) IS NOT DISTINCT FROM g;
+    ELSE
+      PERFORM pg_sleep(0.001);
     END IF;
-    IF NOT refused THEN
-      PERFORM setval('"shard_6".id_seq'::regclass, first + n - 1, true);
-    END IF;
-    PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 6);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_6"._unlock();
-    RAISE;
-  END;
+  END LOOP;
+  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+  SELECT last_value INTO last FROM "shard_6".id_seq;
+  nv := (("shardflake".now_ms() - 1314220021721) << 10);
+  first := CASE WHEN last < nv - 51200 THEN nv ELSE last + 1 END;
+  -- A range ending further ahead than the wait for the clock may cover is refused unmoved.
+  refused := first + n - 1 > nv + 1126400;
+  IF NOT refused AND first + n - 1 > 1125899906842623 THEN
+    PERFORM "shard_6"._exhausted();
+  END IF;
+  IF NOT refused THEN
+    PERFORM setval('"shard_6".id_seq'::regclass, first + n - 1, true);
+  END IF;
+  PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
   IF refused AND n > 1126400 THEN
     -- The batch alone is more than the shard makes within the drift and the wait: overload.
     RAISE EXCEPTION USING ERRCODE = 'SF006',
@@ -730,26 +781,28 @@ BEGIN
   IF v IS NULL OR v < 0 OR v > 1125899906842623 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: shard 6: _advance_to(v) needs v from 0 to 1125899906842623, got %s', v);
   END IF;
-  BEGIN
-    PERFORM pg_advisory_lock(-573691797, 6);
-    SELECT last_value INTO g FROM "shard_6".id_gen;
-    PERFORM setval('"shard_6".id_gen'::regclass, g, false);
-    -- From here to the last setval(id_gen) every draw is discarded by its seqlock check.
-    SELECT greatest(last_value, v) INTO last FROM "shard_6".id_seq;
-    PERFORM setval('"shard_6".id_seq'::regclass, last, true);
-    PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
-    -- The last statement of the protected block: a cancel cannot land between it and the end.
-    PERFORM pg_advisory_unlock(-573691797, 6);
-  EXCEPTION WHEN query_canceled OR others THEN
-    PERFORM "shard_6"._unlock();
-    RAISE;
-  END;
+  LOOP
+    g := pg_sequence_last_value('"shard_6".id_gen'::regclass);
+    IF g IS NULL THEN
+      PERFORM "shard_6"._wait_gen();
+    ELSIF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 6)::integer) THEN
+      PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
+      EXIT WHEN pg_sequence_last_value('"shard_6".id_gen'::regclass) IS NOT DISTINCT FROM g;
+    ELSE
+      PERFORM pg_sleep(0.001);
+    END IF;
+  END LOOP;
+  -- From here to the new generation every draw is discarded by its seqlock check.
+  PERFORM setval('"shard_6".id_gen'::regclass, g, false);
+  SELECT greatest(last_value, v) INTO last FROM "shard_6".id_seq;
+  PERFORM setval('"shard_6".id_seq'::regclass, last, true);
+  PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
   RETURN last;
 END
 $$;
 
 -- n new IDs of shard 6, ascending, in one call: from 128 on a reserved range,
--- below that n draws.
+-- below that n draws (also beyond 256 moves in one transaction).
 CREATE OR REPLACE FUNCTION "shard_6".next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -763,7 +816,7 @@ BEGIN
   IF n IS NULL OR n < 1 THEN
     RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('shardflake: next_ids(n) needs n >= 1, got %s', n);
   END IF;
-  IF n >= 128 THEN
+  IF n >= 128 AND coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer < 256 THEN
     first := "shard_6"._reserve(n);
     RETURN QUERY SELECT "shard_6"._compose(v) FROM generate_series(first, first + n - 1) AS v;
     RETURN;
@@ -842,6 +895,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '5')
+VALUES (6, 'shard_6', 0, 1, '6')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
