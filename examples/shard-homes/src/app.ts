@@ -71,12 +71,17 @@ export interface ReadCheck {
 
 const homeOfId = (id: string) => shardMap.targetFor(shardBits(sharding, id))
 
-/** Runs the example through `orm` in database `database` of the servers, and checks it. */
+/**
+ * Runs the example through `orm` in a database of its own on the servers (`homes_<orm>`), and
+ * checks it against the example's `shardMap`. `directory` routes the ORM by other homes (a
+ * router that sends rows elsewhere than the map says must fail the checks).
+ */
 export async function runOrm(
   servers: ExampleServers,
   orm: OrmName,
-  workload: Workload = {},
+  options: { readonly workload?: Workload; readonly directory?: BlogOptions['directory'] } = {},
 ): Promise<OrmReport> {
+  const { workload = {}, directory } = options
   const users = workload.users ?? 30
   const postsPerUser = workload.postsPerUser ?? 3
   const commentsPerPost = workload.commentsPerPost ?? 2
@@ -84,7 +89,12 @@ export async function runOrm(
   const feedLength = workload.feed ?? 10
   const database = await servers.database(`homes_${orm.replace('-', '_')}`)
   const source = new InProcessSource({ sharding, shards: 'all' })
-  const blog = await openBlog(orm, { dialect: servers.dialect, urls: database.urls, source })
+  const blog = await openBlog(orm, {
+    dialect: servers.dialect,
+    urls: database.urls,
+    source,
+    ...(directory ? { directory } : {}),
+  })
   const problems: string[] = []
   try {
     const inserts: Record<string, Record<string, number>> = {}

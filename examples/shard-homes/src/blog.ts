@@ -2,7 +2,7 @@
  * What the example does through each ORM, in that ORM's own calls (see `typeorm.ts`,
  * `prisma.ts`, `mikro-orm.ts`). IDs are decimal strings here, whatever the ORM uses.
  */
-import type { InProcessSource } from '@shardflake/core'
+import type { InProcessSource, ShardDirectory, ShardMap } from '@shardflake/core'
 import type { ExampleDialect } from './servers.ts'
 
 /** The ORMs the example runs, by the name its command line uses. */
@@ -50,4 +50,9 @@ export interface BlogOptions {
   readonly urls: Readonly<Record<string, string>>
   /** The application's one ID source. */
   readonly source: InProcessSource
+  /**
+   * Where the homes are read from: a shard map, or a directory (which a move of shards changes).
+   * @default the example's `shardMap` (0-20 on a, 21-41 on b, 42-63 on c)
+   */
+  readonly directory?: ShardMap<string> | ShardDirectory
 }

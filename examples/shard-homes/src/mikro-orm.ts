@@ -39,6 +39,7 @@ export async function openMikroOrmBlog({
   dialect,
   urls,
   source,
+  directory = shardMap,
 }: BlogOptions): Promise<RoutedBlog> {
   const servers: Record<string, PostgresOrm> = {}
   for (const [name, clientUrl] of Object.entries(urls)) {
@@ -54,7 +55,7 @@ export async function openMikroOrmBlog({
         ? await PostgresOrm.init(options)
         : ((await MariadbOrm.init(options)) as unknown as PostgresOrm)
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: shardMap })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedOrms(homes)
   const ids = (rows: { id: bigint }[]) => rows.map((row) => row.id.toString())
   const postData = (list: readonly NewPost[]) =>

@@ -38,13 +38,18 @@ function mariadbClient(url: string, source: InProcessSource): ServerClient {
   return client.$extends(shardedIds({ source, models: mariadbModels })) as unknown as ServerClient
 }
 
-export async function openPrismaBlog({ dialect, urls, source }: BlogOptions): Promise<RoutedBlog> {
+export async function openPrismaBlog({
+  dialect,
+  urls,
+  source,
+  directory = shardMap,
+}: BlogOptions): Promise<RoutedBlog> {
   const servers: Record<string, ServerClient> = {}
   for (const [name, url] of Object.entries(urls)) {
     servers[name] =
       dialect === 'postgres' ? postgresClient(url, source) : mariadbClient(url, source)
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: shardMap })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const db = shardedClients({ homes })
   const postRows = (list: readonly NewPost[]) =>
     list.map((post) => ({ userId: BigInt(post.userId), title: post.title }))

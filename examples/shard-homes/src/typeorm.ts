@@ -52,7 +52,12 @@ const CommentSchema = new EntitySchema<Comment>({
   },
 })
 
-export async function openTypeormBlog({ dialect, urls, source }: BlogOptions): Promise<RoutedBlog> {
+export async function openTypeormBlog({
+  dialect,
+  urls,
+  source,
+  directory = shardMap,
+}: BlogOptions): Promise<RoutedBlog> {
   const servers: Record<string, DataSource> = {}
   for (const [name, url] of Object.entries(urls)) {
     const entities = [UserSchema, PostSchema, CommentSchema]
@@ -64,7 +69,7 @@ export async function openTypeormBlog({ dialect, urls, source }: BlogOptions): P
     shardedIds(dataSource, { source })
     servers[name] = await dataSource.initialize()
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: shardMap })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedDataSources(homes)
   const ids = (rows: { id?: string }[]) => rows.map((row) => String(row.id))
   const posts = (list: readonly NewPost[]): Post[] => list.map((post) => ({ ...post }))
@@ -75,7 +80,7 @@ export async function openTypeormBlog({ dialect, urls, source }: BlogOptions): P
       return ids(
         await sharded.save(
           UserSchema,
-          emails.map((email) => ({ email })),
+          emails.map((email): User => ({ email })),
         ),
       )
     },
@@ -86,7 +91,7 @@ export async function openTypeormBlog({ dialect, urls, source }: BlogOptions): P
       return ids(
         await sharded.save(
           CommentSchema,
-          list.map((comment) => ({ ...comment })),
+          list.map((comment): Comment => ({ ...comment })),
         ),
       )
     },
