@@ -5,15 +5,16 @@
  *     handles (`shardedDataSources().save`, `shardedClients` `createMany`,
  *     `shardedOrms().createAndFlush`) and straight through server a's own DataSource, client or
  *     MikroORM instance. Every post lives on a, so both write the same rows to the same server;
- *     the routed call adds finding the home and grouping the rows. Modes alternate within each
- *     round (the order flips every round); the ratio is taken within the round; medians and the
- *     smallest and largest round are reported.
+ *     the routed call adds finding the home and grouping the rows. Calls alternate between the
+ *     two modes (the order flips with every pair); a round's figure for a mode is its median call
+ *     in rows/s; the ratio is taken within the round; medians over rounds and the smallest and
+ *     largest round are reported. PostgreSQL's statement log is off for this part.
  * (b) A 1000-row save spread over the three servers: the INSERT statements each server executed
  *     (its own counters: PostgreSQL's statement log, MariaDB's `Com_insert`).
  *
  * node --experimental-transform-types --import ./src/hooks.ts src/bench.ts
  *   [--dialect=postgres|mariadb] [--orm=typeorm,prisma,mikro-orm] [--rounds=11]
- *   [--single=40] [--batches=4] [--chart <file>] [--json]
+ *   [--single=60] [--batches=10] [--chart <file>] [--json]
  */
 import { writeFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
@@ -28,8 +29,8 @@ const { values } = parseArgs({
     dialect: { type: 'string', default: 'postgres' },
     orm: { type: 'string', default: ORMS.join(',') },
     rounds: { type: 'string', default: '7' },
-    single: { type: 'string', default: '40' },
-    batches: { type: 'string', default: '4' },
+    single: { type: 'string', default: '60' },
+    batches: { type: 'string', default: '10' },
     chart: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
@@ -70,6 +71,8 @@ interface Case {
   readonly rows: number
   readonly direct: number[]
   readonly routed: number[]
+  /** This process's CPU time per call (user + system, µs), the median call of each round. */
+  readonly cpu: { direct: number[]; routed: number[] }
 }
 
 interface Spread {
@@ -104,31 +107,44 @@ try {
       await servers.logStatements(false)
       for (const rows of [1, 100]) {
         const calls = rows === 1 ? singles : batches
-        const result: Case = { orm, rows, direct: [], routed: [] }
-        const time = async (write: (list: NewPost[]) => Promise<unknown>) => {
-          const lists = Array.from({ length: calls }, () => posts(onA, rows))
-          const start = performance.now()
-          for (const list of lists) await write(list)
-          return (calls * rows * 1000) / (performance.now() - start)
-        }
-        const direct = () => time((list) => blog.createPostsDirect('a', list))
-        const routed = () => time((list) => blog.createPosts(list))
-        // one warm-up round, not kept
-        await direct()
-        await routed()
-        for (let round = 0; round < rounds; round++) {
-          if (round % 2 === 0) {
-            result.direct.push(await direct())
-            result.routed.push(await routed())
-          } else {
-            result.routed.push(await routed())
-            result.direct.push(await direct())
+        const result: Case = { orm, rows, direct: [], routed: [], cpu: { direct: [], routed: [] } }
+        const direct = (list: NewPost[]) => blog.createPostsDirect('a', list)
+        const routed = (list: NewPost[]) => blog.createPosts(list)
+        // A round: `calls` pairs of calls, direct and routed one after the other (which goes
+        // first flips with every pair), so both see the same load; each mode's figure is its
+        // median call (a stalled call moves a mean, not a median).
+        const round = async () => {
+          const took = { direct: [] as number[], routed: [] as number[] }
+          const cpu = { direct: [] as number[], routed: [] as number[] }
+          for (let call = 0; call < calls; call++) {
+            const order =
+              call % 2 === 0 ? (['direct', 'routed'] as const) : (['routed', 'direct'] as const)
+            for (const mode of order) {
+              const list = posts(onA, rows)
+              const startCpu = process.cpuUsage()
+              const start = performance.now()
+              await (mode === 'direct' ? direct(list) : routed(list))
+              took[mode].push(performance.now() - start)
+              const used = process.cpuUsage(startCpu)
+              cpu[mode].push(used.user + used.system)
+            }
           }
+          result.direct.push((rows * 1000) / median(took.direct))
+          result.routed.push((rows * 1000) / median(took.routed))
+          result.cpu.direct.push(median(cpu.direct))
+          result.cpu.routed.push(median(cpu.routed))
         }
+        // one warm-up round, not kept
+        await round()
+        result.direct.length = 0
+        result.routed.length = 0
+        result.cpu.direct.length = 0
+        result.cpu.routed.length = 0
+        for (let i = 0; i < rounds; i++) await round()
         cases.push(result)
         const ratios = result.routed.map((value, i) => value / result.direct[i]!)
         log(
-          `${orm}, ${rows} row${rows === 1 ? '' : 's'} a call: routed/direct ${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(2)}..${Math.max(...ratios).toFixed(2)}), direct ${median(result.direct).toFixed(0)} rows/s`,
+          `${orm}, ${rows} row${rows === 1 ? '' : 's'} a call: routed/direct ${median(ratios).toFixed(3)} (${Math.min(...ratios).toFixed(2)}..${Math.max(...ratios).toFixed(2)}), direct ${median(result.direct).toFixed(0)} rows/s; CPU µs a call: direct ${median(result.cpu.direct).toFixed(0)}, routed ${median(result.cpu.routed).toFixed(0)}`,
         )
       }
 
@@ -161,7 +177,7 @@ try {
 const loadAfter = loadavg()[0]!
 
 const note = [
-  `${started.toISOString().slice(0, 10)}, ${dialect}, ${rounds} rounds after a warm-up; a round: ${singles} calls of 1 row, ${batches} calls of 100 rows per mode`,
+  `${started.toISOString().slice(0, 10)}, ${dialect}, ${rounds} rounds after a warm-up; a round: ${singles} calls of 1 row, ${batches} calls of 100 rows per mode, alternating; median call`,
   `Load average ${loadBefore.toFixed(1)} at the start, ${loadAfter.toFixed(1)} at the end, on a shared machine`,
 ]
 const results = {
@@ -179,4 +195,11 @@ const results = {
   }),
 }
 if (values.chart) writeFileSync(values.chart, JSON.stringify(results))
-if (values.json) console.log(JSON.stringify({ ...results, spreads }, null, 2))
+const cpu = cases.map((c) => ({
+  orm: c.orm,
+  rows: c.rows,
+  directUs: median(c.cpu.direct),
+  routedUs: median(c.cpu.routed),
+  rounds: c.cpu,
+}))
+if (values.json) console.log(JSON.stringify({ ...results, spreads, cpu }, null, 2))
