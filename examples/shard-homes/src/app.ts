@@ -150,6 +150,10 @@ export async function runOrm(
     for (const [table, server] of Object.entries(inserts)) {
       for (const [name, count] of Object.entries(server)) {
         if (count > 1) problems.push(`${table}: ${count} INSERTs on server ${name} for one call`)
+        // rows there, written by one call: the server must have counted an INSERT
+        if (count === 0 && (rows[table]?.[name] ?? 0) > 0) {
+          problems.push(`${table}: rows on server ${name}, but it executed no INSERT`)
+        }
       }
     }
 
