@@ -250,7 +250,9 @@ describe('allocateAscending', () => {
               } else {
                 // Nothing was issued: per-shard order still follows everything issued before.
                 const fallback = allocateIds(source, shards)
-                fallback.forEach((id, i) => note(id, shards[i]!))
+                fallback.forEach((id, i) => {
+                  note(id, shards[i]!)
+                })
               }
               time.clock.now += seed % 50
             }
