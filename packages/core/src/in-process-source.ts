@@ -265,9 +265,10 @@ export class InProcessSource implements SyncIdSource {
    *
    * A row whose shard is below the previous row's needs the next time unit, so a batch spans
    * about one unit per such step (about half the rows for shards in random order). The batch
-   * takes the units the source left unused behind the clock, back to `maxLagMs` before now and
-   * never before this source's first clock reading; it never runs ahead of the clock by more than
-   * `maxDriftMs`. When that window is too narrow it returns `undefined` and issues nothing.
+   * ends at the clock when it can, taking the units the source left unused behind it (back to
+   * `maxLagMs` before now, never before this source's first clock reading), and never runs ahead
+   * of the clock by more than `maxDriftMs`. When that window is too narrow it returns `undefined`
+   * and issues nothing.
    * IDs stay distinct and ascending per shard, as with {@link nextId}.
    *
    * @param shards The logical shard of each row, in row order.
@@ -346,6 +347,14 @@ export class InProcessSource implements SyncIdSource {
     }
     let top = lowest
     for (const [, time] of last.values()) if (time > top) top = time
+    // Planned from as far back as allowed; moved up so that the batch ends now (a moved plan stays
+    // above every constraint): its IDs carry times no older than the batch needs.
+    if (top < now) {
+      const shift = now - top
+      for (let i = 0; i < count; i++) times[i] = times[i]! + shift
+      for (const entry of last.values()) entry[1] += shift
+      top = now
+    }
     this.layout.checkTime(top)
     this.guard?.(top)
     // Commit: each shard's state moves to its last planned ID (never backwards).

@@ -75,11 +75,23 @@ describe('allocateAscending', () => {
     // About one ms per row whose shard is below the previous row's: taken behind the clock.
     const descents = shards.filter((shard, i) => i > 0 && shard < shards[i - 1]!).length
     expect(msOf(ids.at(-1)!) - msOf(ids[0]!)).toBe(descents)
-    expect(msOf(ids.at(-1)!)).toBeLessThanOrEqual(clock.now + 10)
+    // It ends at the clock, reaching back no further than it needs.
+    expect(msOf(ids.at(-1)!)).toBe(clock.now)
     expect(msOf(ids[0]!)).toBeGreaterThanOrEqual(clock.now - 1000)
-    // What comes next for these shards is above the batch.
+    // What comes next for a shard is above that shard's IDs in the batch.
     const later = source.nextIds(shards[0]!, 3)
-    for (const id of later) expect(id > ids.at(-1)!).toBe(true)
+    const ofShard = ids.filter((_, i) => shards[i] === shards[0])
+    for (const id of later) expect(id > ofShard.at(-1)!).toBe(true)
+    source.close()
+  })
+
+  it('a single row gets the time of the clock, as nextId gives it', () => {
+    const sharding = defineSharding({ layout, logicalShards: 16 })
+    const { source, clock } = warmSource(sharding, 5_000)
+    const [id] = allocateAscending(source, [5])
+    expect(msOf(id!)).toBe(clock.now)
+    const [second] = allocateAscending(source, [5])
+    expect(second).toBe(id! + 1n)
     source.close()
   })
 
@@ -104,7 +116,7 @@ describe('allocateAscending', () => {
     const sharding = defineSharding({ layout, logicalShards: 16 })
     const { source, clock } = warmSource(sharding, 5_000)
     const shards = shardsInRandomOrder(1000, 16, 3)
-    // The 1000 ms look-back holds two such batches (~470 ms each); the third has no room.
+    // A batch ends at the clock: 50 ms later the next one (~470 ms) has no room.
     let first: bigint[] = []
     let error: unknown
     let fitted = 0
@@ -120,7 +132,7 @@ describe('allocateAscending', () => {
       fitted++
     }
     expect(error).toBeInstanceOf(ShardOverloadedError)
-    expect(fitted).toBe(2)
+    expect(fitted).toBe(1)
     const second = allocateAscending(source, shards)
     expect(second.map((id) => sharding.shardOfId(id))).toEqual(shards)
     expect(new Set([...first, ...second]).size).toBe(2000)
