@@ -149,6 +149,8 @@ export class InProcessSource implements SyncIdSource {
   private readonly maxWaitMs: number
   private readonly sequences: bigint[]
   private readonly workerPart: bigint
+  /** The first clock reading (layout units): no ascending batch reaches back before it. */
+  private firstSeen = Number.NaN
 
   /**
    * @throws InvalidLayoutError for a decode-only layout.
@@ -255,6 +257,128 @@ export class InProcessSource implements SyncIdSource {
     return ids
   }
 
+  /**
+   * One ID for each entry of `shards` (the shard of each row), **ascending in the order given**
+   * (within each group when `groups` is given), so that a multi-row INSERT appends to the end of
+   * a B-tree instead of splitting its pages. Use {@link allocateAscending}, which falls back to
+   * {@link nextIds} per shard when this returns `undefined`.
+   *
+   * A row whose shard is below the previous row's needs the next time unit, so a batch spans
+   * about one unit per such step (about half the rows for shards in random order). The batch
+   * ends at the clock when it can, taking the units the source left unused behind it (back to
+   * `maxLagMs` before now, never before this source's first clock reading), and never runs ahead
+   * of the clock by more than `maxDriftMs`. When that window is too narrow it returns `undefined`
+   * and issues nothing.
+   * IDs stay distinct and ascending per shard, as with {@link nextId}.
+   *
+   * @param shards The logical shard of each row, in row order.
+   * @param maxLagMs How far behind the clock the batch's first ID may be. @default 1000
+   * @param groups A group of each row (its table, say): IDs ascend within each group.
+   * @throws ShardOutOfRangeError for a shard this source does not own.
+   * @throws LeaseExpiredError from a leased source whose lease was not renewed.
+   * @example
+   * ```ts
+   * import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
+   *
+   * const sharding = defineSharding({ layout: instagram, logicalShards: 16 })
+   * const source = new InProcessSource({ sharding, shards: 'all' })
+   * const ids = source.nextIdsAscending([9, 3, 12], 1000) // ids[0] < ids[1] < ids[2], or undefined
+   * ```
+   */
+  nextIdsAscending(
+    shards: readonly number[],
+    maxLagMs = 1000,
+    groups?: readonly unknown[],
+  ): bigint[] | undefined {
+    const count = shards.length
+    if (count === 0) return []
+    checkCount(count)
+    if (groups !== undefined && groups.length !== count) {
+      throw new InvalidArgumentError(
+        `groups must name a group for each of the ${count} rows, got ${groups.length}.`,
+      )
+    }
+    const lag = readDuration('maxLagMs', maxLagMs, 1000)
+    const max = this.layout.maxSequence
+    const now = this.now()
+    const lowest = Math.max(now - Math.floor(lag / this.layout.timeUnitMs), this.firstSeen)
+    const limit = now + this.maxDriftUnits
+    const times = new Array<number>(count)
+    const sequences = new Array<number>(count)
+    // The last (time, sequence) planned for each shard, and the previous row of each group.
+    const last = new Map<number, [ShardState, number, number]>()
+    const previous = new Map<unknown, number>()
+    for (let i = 0; i < count; i++) {
+      const shard = shards[i]!
+      let entry = last.get(shard)
+      if (!entry) {
+        const state = this.state(shard)
+        entry = [state, state.time, state.sequence]
+        last.set(shard, entry)
+      }
+      // Above this shard's last ID.
+      let time = entry[2] < max ? entry[1] : entry[1] + 1
+      let sequence = entry[2] < max ? entry[2] + 1 : 0
+      if (lowest > time) {
+        time = lowest
+        sequence = 0
+      }
+      // Above the previous row of the group: the same unit for a higher shard, the next for a lower.
+      const p = previous.get(groups?.[i])
+      if (p !== undefined) {
+        const prevShard = shards[p]!
+        let t = times[p]!
+        let q = 0
+        if (shard === prevShard) {
+          if (sequences[p]! < max) q = sequences[p]! + 1
+          else t++
+        } else if (shard < prevShard) t++
+        if (t > time || (t === time && q > sequence)) {
+          time = t
+          sequence = q
+        }
+      }
+      if (time > limit) return undefined
+      times[i] = time
+      sequences[i] = sequence
+      entry[1] = time
+      entry[2] = sequence
+      previous.set(groups?.[i], i)
+    }
+    let top = lowest
+    for (const [, time] of last.values()) if (time > top) top = time
+    // Planned from as far back as allowed; moved up so that the batch ends now (a moved plan stays
+    // above every constraint): its IDs carry times no older than the batch needs.
+    if (top < now) {
+      const shift = now - top
+      for (let i = 0; i < count; i++) times[i] = times[i]! + shift
+      for (const entry of last.values()) entry[1] += shift
+      top = now
+    }
+    this.layout.checkTime(top)
+    this.guard?.(top)
+    // Commit: each shard's state moves to its last planned ID (never backwards).
+    for (const [shard, [state, time, sequence]] of last) {
+      if (now > state.seen) state.seen = now
+      if (time > state.time || (time === state.time && sequence > state.sequence)) {
+        if (time !== state.time) this.moveTo(state, shard, time, false)
+        state.sequence = sequence
+      }
+    }
+    const { shifts } = this.layout
+    const ids = new Array<bigint>(count)
+    for (let i = 0; i < count; i++) {
+      let id =
+        (BigInt(times[i]!) << shifts.time) |
+        (BigInt(shards[i]!) << shifts.shard) |
+        this.workerPart |
+        (this.sequences[sequences[i]!] ?? BigInt(sequences[i]!))
+      if (id >= 1n << 63n) id -= 1n << 64n
+      ids[i] = id
+    }
+    return ids
+  }
+
   private state(shard: number): ShardState {
     const state = this.states[shard]
     if (state && !this.closed) return state
@@ -296,10 +420,12 @@ export class InProcessSource implements SyncIdSource {
     }
   }
 
-  private moveTo(state: ShardState, shard: number, time: number): void {
+  private moveTo(state: ShardState, shard: number, time: number, check = true): void {
     const { layout } = this
-    layout.checkTime(time)
-    this.guard?.(time)
+    if (check) {
+      layout.checkTime(time)
+      this.guard?.(time)
+    }
     state.time = time
     state.sequence = 0
     state.base =
@@ -342,7 +468,9 @@ export class InProcessSource implements SyncIdSource {
       )
     }
     const time = Math.floor((ms - this.layout.epoch) / this.layout.timeUnitMs)
-    return time >= 0 ? time : this.layout.timeAt(ms)
+    const checked = time >= 0 ? time : this.layout.timeAt(ms)
+    if (Number.isNaN(this.firstSeen)) this.firstSeen = checked
+    return checked
   }
 }
 

@@ -22,13 +22,17 @@ export {
 } from './failover'
 export type { FanOutOptions, FanOutRun } from './fan-out'
 export {
+  type AllocateAscendingOptions,
   type AllocateOptions,
+  type AscendingIdSource,
+  allocateAscending,
   allocateIds,
   checkContext,
   checkCount,
   checkSignal,
   type IdRequestContext,
   type IdSource,
+  isAscendingSource,
   isSyncSource,
   MAX_IDS_PER_CALL,
   type SyncIdSource,

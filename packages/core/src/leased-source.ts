@@ -173,6 +173,20 @@ export class LeasedSource implements SyncIdSource {
   }
 
   /**
+   * IDs ascending in row order, as {@link InProcessSource.nextIdsAscending}, within this lease's
+   * high-water mark; `undefined` (nothing issued) when the batch does not fit the drift window.
+   * Use {@link allocateAscending}.
+   */
+  nextIdsAscending(
+    shards: readonly number[],
+    maxLagMs?: number,
+    groups?: readonly unknown[],
+  ): bigint[] | undefined {
+    this.check()
+    return this.generator.nextIdsAscending(shards, maxLagMs, groups)
+  }
+
+  /**
    * Stops renewing and releases the worker, so another process may take it at once. Returns
    * within the registry's `timeoutMs` (default 2 s) even when the registry does not answer: the
    * release is then lost, and the next holder of the worker waits for the lease's TTL and starts

@@ -12,7 +12,7 @@ import {
   Utils,
 } from '@mikro-orm/core'
 import {
-  allocateIds,
+  allocateAscending,
   ConfigurationError,
   checkKnownOptions,
   checkShardColumnChange,
@@ -358,7 +358,11 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       const column = shardColumnOf(shardedKeyOf(metas[i]!)!.spec.rule)
       if (column) setShardColumn(row, column, shards[i]!, metas[i]!.className)
     })
-    const ids = await allocateIds(this.source, shards)
+    // Ascending in row order per table when the source can (in-process, leased): the INSERT then
+    // appends to the primary key's B-tree instead of splitting its pages.
+    const ids = await allocateAscending(this.source, shards, undefined, {
+      groups: metas.map((meta) => meta.tableName),
+    })
     rows.forEach((row, i) => {
       const { prop } = shardedKeyOf(metas[i]!)!
       ;(row as Row)[prop.name] = inType(ids[i]!, idTypeOf(prop))

@@ -186,6 +186,36 @@ describe('em.insert, em.insertMany and query-builder inserts', () => {
     expect(shardOf(comment?.id)).toBe(shardOf(author!.id))
   })
 
+  it('hand out the IDs of a synchronous source ascending in row order (an appending INSERT)', async () => {
+    // The in-process source itself (the counting wrapper above cannot order a batch).
+    const orm = await openOrm('postgres', raw.url, entities, [shardedIds({ source: inProcess })])
+    try {
+      inProcess.nextId(0)
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const em = orm.em.fork() as SqlEntityManager
+      const emails = Array.from({ length: 200 }, (_, i) => `rising-${(i * 7919) % 200}@example.com`)
+      const shards = emails.map((email) => expectedShard(email, 64))
+      expect(shards.filter((shard, i) => i > 0 && shard < shards[i - 1]!).length).toBeGreaterThan(
+        50,
+      )
+      const rows = await assignShardedIds(
+        em,
+        Author,
+        emails.map((email) => ({ email })),
+      )
+      const ids = rows.map((row) => BigInt(row.id!))
+      for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!, `row ${i}`).toBe(true)
+      await em.insertMany(Author, rows)
+      const stored = await raw.query(
+        "SELECT id::text AS id, email FROM authors WHERE email LIKE 'rising-%'",
+      )
+      expect(stored).toHaveLength(200)
+      for (const row of stored) expect(shardOf(row.id)).toBe(expectedShard(String(row.email), 64))
+    } finally {
+      await orm.close(true)
+    }
+  })
+
   it('fail loudly on the NOT NULL key when the IDs were forgotten', async () => {
     const em = asyncOrm.em.fork()
     await expect(em.insert(Author, { email: 'forgotten@example.com' })).rejects.toBeInstanceOf(

@@ -16,6 +16,21 @@ interface FindUnique {
   }): Promise<Record<string, unknown> | null>
 }
 
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+/**
+ * True when `createManyAndReturn` returns the ID field (no `select` without it, no `omit` of it),
+ * so its rows can be put back in the caller's order.
+ */
+function returnsField(args: unknown, field: string): boolean {
+  if (!isRecord(args)) return false
+  if (isRecord(args.select) && args.select[field] !== true) return false
+  if (isRecord(args.omit) && args.omit[field] === true) return false
+  return true
+}
+
 /** The model delegate (`client.post`) of a model name, when the client has one. */
 function delegateOf(client: object, model: string): FindUnique | undefined {
   const delegate: unknown = Reflect.get(client, model.charAt(0).toLowerCase() + model.slice(1))
@@ -197,8 +212,30 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
       const plan = new IdPlan(models).operation(model, operation, args)
       const inTransaction = params.__internalParams?.transaction !== undefined
       if (!plan.empty) await plan.assign(source, find, inTransaction)
-      if (operation === 'createMany' || operation === 'createManyAndReturn') plan.writeIdsAsText()
-      return query(args)
+      if (operation !== 'createMany' && operation !== 'createManyAndReturn') return query(args)
+      // Rows in ID order: the INSERT appends to the primary key's B-tree instead of splitting
+      // its pages (rows of interleaved shards leave InnoDB leaf pages about half full).
+      const field = models[model ?? '']?.id
+      const data = isRecord(args) ? args.data : undefined
+      const sorted =
+        field !== undefined && (operation === 'createMany' || returnsField(args, field))
+          ? plan.sortedById(data)
+          : undefined
+      plan.writeIdsAsText()
+      if (!sorted) return query(args)
+      ;(args as Record<string, unknown>).data = sorted.sorted
+      const result = await query(args)
+      if (operation === 'createMany' || !Array.isArray(result)) return result
+      // createManyAndReturn: the rows come back in the order the caller gave them.
+      const byId = new Map<string, unknown>()
+      for (const row of result as unknown[]) {
+        if (isRecord(row)) byId.set(String(row[field!]), row)
+      }
+      if (byId.size !== result.length) return result
+      const restored = (data as unknown[]).map((item) =>
+        byId.get(String((item as Record<string, unknown>)[field!])),
+      )
+      return (restored.every((row) => row !== undefined) ? restored : result) as R
     }
 
     return client.$extends({

@@ -75,8 +75,9 @@ describe.each([
     const sent = idsSeen('createMany')
     expect(sent).toHaveLength(4)
     for (const id of sent) expect(id).toMatch(/^[1-9][0-9]*$/)
+    // Sorted by ID on the way (the epoch's ID, yesterday's, then the two made now).
+    expect(sent[0]).toBe(String(small))
     expect(sent[1]).toBe(given.toString())
-    expect(sent[2]).toBe(String(small))
     // Prisma copied the arguments: the caller's rows are untouched
     expect(rows[0]).toEqual({ authorId, title: 'text 1' })
     expect(rows[1]?.id).toBe(given)
@@ -85,11 +86,29 @@ describe.each([
     const stored = await raw.query(
       `SELECT ${asText} AS id FROM posts WHERE title LIKE 'text %' ORDER BY title`,
     )
-    expect(stored.map((r) => r.id)).toEqual(sent)
+    expect(stored.map((r) => r.id)).toEqual([sent[2], given.toString(), String(small), sent[3]])
     for (const i of [0, 3]) {
       expect(sharding.shardOfId(String(stored[i]?.id))).toBe(sharding.shardOfId(authorId))
     }
     expect(counting.idsIssued).toBe(2)
+  })
+
+  it('createMany: rows of many shards reach Prisma sorted by ID (an appending INSERT)', async () => {
+    const emails = Array.from({ length: 60 }, (_, i) => `sorted-${i}@example.com`)
+    const shards = emails.map((email) => sharding.shardForKey(email))
+    expect(new Set(shards).size).toBeGreaterThan(10)
+    await prisma.author.createMany({ data: emails.map((email) => ({ email })) })
+    const sent = idsSeen('createMany').map((id) => BigInt(id as string))
+    expect(sent).toHaveLength(60)
+    for (let i = 1; i < sent.length; i++) expect(sent[i]! > sent[i - 1]!).toBe(true)
+    // Each row kept its own ID: the stored author of each email is on that email's shard.
+    const stored = await raw.query(
+      `SELECT ${dialect === 'postgres' ? 'id::text' : 'CAST(id AS CHAR)'} AS id, email FROM authors WHERE email LIKE 'sorted-%'`,
+    )
+    expect(stored).toHaveLength(60)
+    for (const row of stored) {
+      expect(sharding.shardOfId(String(row.id))).toBe(sharding.shardForKey(String(row.email)))
+    }
   })
 
   it('createMany: a given ID that is not a 64-bit integer is refused before the query', async () => {
@@ -119,6 +138,28 @@ describe.each([
         const author = created.find((a) => a.email === row.email)
         expect(author?.id.toString()).toBe(row.id)
       }
+    })
+
+    it('createManyAndReturn: sorted by ID for the INSERT, returned in the order given', async () => {
+      const emails = Array.from({ length: 40 }, (_, i) => `returned-${39 - i}@example.com`)
+      const created = await prisma.author.createManyAndReturn({
+        data: emails.map((email) => ({ email })),
+      })
+      expect(created.map((a) => a.email)).toEqual(emails)
+      const sent = idsSeen('createManyAndReturn').map((id) => BigInt(id as string))
+      for (let i = 1; i < sent.length; i++) expect(sent[i]! > sent[i - 1]!).toBe(true)
+      for (const author of created) {
+        expect(sharding.shardOfId(author.id)).toBe(sharding.shardForKey(author.email))
+      }
+      // With a select without the ID the rows cannot be matched back: left in the order given.
+      const picked = await prisma.author.createManyAndReturn({
+        data: [{ email: 'returned-b@example.com' }, { email: 'returned-a@example.com' }],
+        select: { email: true },
+      })
+      expect(picked.map((a) => a.email)).toEqual([
+        'returned-b@example.com',
+        'returned-a@example.com',
+      ])
     })
   }
 

@@ -1,5 +1,5 @@
 import {
-  allocateIds,
+  allocateAscending,
   checkKeyChange,
   checkShardColumnChange,
   fillShardColumn,
@@ -35,7 +35,10 @@ interface Batch {
  * Assigns shardflake IDs in `beforeInsert`, for every insert TypeORM broadcasts: `save()` of one
  * entity or an array, cascaded children, `insert()` with instances or plain objects, query-builder
  * inserts and `upsert()`. The hooks of one call are coalesced (per query runner, so concurrent
- * calls stay apart) into one `nextIds` per shard; a synchronous source costs no round trip. An
+ * calls stay apart) into one allocation: a synchronous source (in-process, leased) hands out the
+ * IDs ascending in row order per table when its time window allows (`allocateAscending`), so a
+ * bulk INSERT fills the primary key's pages as AUTO_INCREMENT does; otherwise one `nextIds` per
+ * shard. A synchronous source costs no round trip. An
  * ID the caller set is kept when it is on the shard its rule gives (`MisplacedIdError` otherwise,
  * outside `trustSuppliedIds`). `beforeUpdate` refuses a `save()` that changes a stored row's shard
  * key or parent so that its rule gives another shard than its ID's (`ShardKeyChangedError`).
@@ -295,7 +298,11 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
       const column = sharding && shardColumnOf(item.sharded.rule)
       if (column) setShardColumn(item.entity, column, shards[i]!, describeRow(item))
     })
-    const ids = await allocateIds(this.source, shards, contextOf(queryRunner))
+    // Ascending in row order per table when the source can (in-process, leased): the multi-row
+    // INSERT then appends to the primary key's B-tree instead of splitting its pages.
+    const ids = await allocateAscending(this.source, shards, contextOf(queryRunner), {
+      groups: pending.map((item) => item.metadata),
+    })
     pending.forEach((item, i) => {
       // BIGINT columns are signed: IDs past 2^63 (layouts with a 64th bit in use) wrap to negative.
       const signed = toSigned64(ids[i]!)

@@ -1,0 +1,79 @@
+/**
+ * A bulk save() with a synchronous source gets IDs ascending in row order per table, so the
+ * multi-row INSERT appends to the primary key's B-tree; checked through a raw reader on MariaDB
+ * (InnoDB clusters rows by primary key), and against per-shard order on the same rows.
+ */
+import {
+  blogSchemaSql,
+  freshDatabase,
+  type RawDatabase,
+  testSharding,
+} from '@shardflake/conformance'
+import { InProcessSource } from '@shardflake/core'
+import { DataSource } from 'typeorm'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { shardedIds } from '../src'
+import { Author, Comment, dataSourceOptions, Post } from './blog'
+
+const sharding = testSharding()
+
+describe('bulk save() on MariaDB', () => {
+  let raw: RawDatabase
+  let dataSource: DataSource
+  let source: InProcessSource
+
+  beforeAll(async () => {
+    raw = await freshDatabase('mysql', 'sf_typeorm_ascending_my')
+    for (const statement of blogSchemaSql('mysql')) await raw.query(statement)
+    source = new InProcessSource({ sharding, shards: 'all' })
+    source.nextId(0)
+    dataSource = new DataSource(dataSourceOptions(raw, [Author, Post, Comment]))
+    shardedIds(dataSource, { source })
+    await dataSource.initialize()
+    // The source has unused time behind its clock from here on.
+    await new Promise((resolve) => setTimeout(resolve, 400))
+  })
+  afterAll(async () => {
+    await dataSource?.destroy()
+    source?.close()
+    await raw?.close()
+  })
+
+  it('gives 300 authors of many shards IDs ascending in row order, each on its shard', async () => {
+    const emails = Array.from(
+      { length: 300 },
+      (_, i) => `ascending-${(i * 7919) % 300}@example.com`,
+    )
+    const shards = emails.map((email) => sharding.shardForKey(email))
+    expect(shards.filter((shard, i) => i > 0 && shard < shards[i - 1]!).length).toBeGreaterThan(100)
+    const authors = emails.map((email) => Object.assign(new Author(), { email }))
+    await dataSource.getRepository(Author).save(authors)
+    const ids = authors.map((author) => BigInt(author.id))
+    for (let i = 1; i < ids.length; i++) {
+      expect(ids[i]! > ids[i - 1]!, `row ${i}`).toBe(true)
+    }
+    const stored = await raw.query(
+      `SELECT CAST(id AS CHAR) AS id, email FROM authors WHERE email LIKE 'ascending-%'`,
+    )
+    expect(stored).toHaveLength(300)
+    for (const row of stored) {
+      expect(sharding.shardOfId(String(row.id))).toBe(sharding.shardForKey(String(row.email)))
+    }
+  })
+
+  it('orders each table on its own: authors and their posts in one save()', async () => {
+    const authors = Array.from({ length: 40 }, (_, i) =>
+      Object.assign(new Author(), { email: `pair-${(i * 13) % 40}@example.com` }),
+    )
+    await dataSource.getRepository(Author).save(authors)
+    const posts = authors.map((author, i) =>
+      Object.assign(new Post(), { author, title: `pair post ${i}` }),
+    )
+    await dataSource.getRepository(Post).save(posts)
+    const postIds = posts.map((post) => BigInt(post.id!))
+    for (let i = 1; i < postIds.length; i++) expect(postIds[i]! > postIds[i - 1]!).toBe(true)
+    posts.forEach((post, i) => {
+      expect(sharding.shardOfId(post.id!)).toBe(sharding.shardOfId(authors[i]!.id))
+    })
+  })
+})
