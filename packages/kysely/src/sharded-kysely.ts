@@ -84,8 +84,8 @@ type PlacementLookup = (into: OperationNode | undefined) => Placement | undefine
  * `WrongServerError`, before the query is sent.
  * @example
  * ```ts
- * import type { ShardedKysely } from '@shardflake/kysely'
- * declare const sharded: ShardedKysely<{ posts: { id: string; author_id: string; title: string } }>
+ * import type { ShardedId, ShardedKysely } from '@shardflake/kysely'
+ * declare const sharded: ShardedKysely<{ posts: { id: ShardedId; author_id: string; title: string } }>
  * declare const postId: string
  *
  * const post = await sharded
@@ -131,8 +131,8 @@ export class ShardedKysely<DB = AnyDatabase> {
    * @throws ShardMovingError, DirectoryStaleError (retryable) as core's `writeGroups`.
    * @example
    * ```ts
-   * import type { ShardedKysely } from '@shardflake/kysely'
-   * declare const sharded: ShardedKysely<{ posts: { id: string; author_id: string; title: string } }>
+   * import type { ShardedId, ShardedKysely } from '@shardflake/kysely'
+   * declare const sharded: ShardedKysely<{ posts: { id: ShardedId; author_id: string; title: string } }>
    * declare const adaId: string, bobId: string
    *
    * const posts = await sharded
@@ -153,8 +153,8 @@ export class ShardedKysely<DB = AnyDatabase> {
    * `REPLACE INTO` (MySQL, MariaDB), routed like {@link insertInto}.
    * @example
    * ```ts
-   * import type { ShardedKysely } from '@shardflake/kysely'
-   * declare const sharded: ShardedKysely<{ keyed: { id: string; shard_key: string } }>
+   * import type { ShardedId, ShardedKysely } from '@shardflake/kysely'
+   * declare const sharded: ShardedKysely<{ keyed: { id: ShardedId; shard_key: string } }>
    *
    * await sharded.replaceInto('keyed').values({ shard_key: '30' }).execute()
    * ```
@@ -243,8 +243,8 @@ export class ShardedKysely<DB = AnyDatabase> {
    * @throws ShardMovingError, DirectoryStaleError (retryable) as core's `writeHome`.
    * @example
    * ```ts
-   * import type { ShardedKysely } from '@shardflake/kysely'
-   * declare const sharded: ShardedKysely<{ posts: { id: string; author_id: string; title: string } }>
+   * import type { ShardedId, ShardedKysely } from '@shardflake/kysely'
+   * declare const sharded: ShardedKysely<{ posts: { id: ShardedId; author_id: string; title: string } }>
    * declare const authorId: string
    *
    * await sharded.transaction({ id: authorId }).execute(async (trx) => {
