@@ -20,6 +20,7 @@ import {
   createQueryId,
   type DatabaseConnection,
   type Dialect,
+  type DialectAdapter,
   type Driver,
   type InsertQueryBuilder,
   type InsertQueryNode,
@@ -38,6 +39,7 @@ import {
   sql,
   type Transaction,
   type UnknownRow,
+  type ValueNode,
   type ValuesItemNode,
   type ValuesNode,
   type WithNode,
@@ -45,7 +47,6 @@ import {
 import { namedIds } from './key-changes'
 import { PendingId } from './pending-id'
 import { type Placement, SQL_EXPRESSION } from './placement'
-import { readRow } from './rewrite'
 import { type AnyDatabase, placementLookupOf, ShardedIdsPlugin } from './sharded-ids'
 
 /**
@@ -487,7 +488,7 @@ class HomeGuardPlugin implements KyselyPlugin {
       case 'InsertQueryNode': {
         const placement = this.placementOf(node.into)
         if (placement) {
-          for (const shard of rowShards(node, placement, sharding)) {
+          for (const shard of new Set(rowShards(node, placement, sharding))) {
             this.homes.checkHome(this.server, shard)
           }
         }
@@ -499,7 +500,9 @@ class HomeGuardPlugin implements KyselyPlugin {
         if (!placement) return
         for (const when of merge.whens ?? []) {
           if (when.result?.kind !== 'InsertQueryNode') continue
-          for (const shard of rowShards(when.result as InsertQueryNode, placement, sharding)) {
+          for (const shard of new Set(
+            rowShards(when.result as InsertQueryNode, placement, sharding),
+          )) {
             this.homes.checkHome(this.server, shard)
           }
         }
@@ -547,17 +550,29 @@ function rowShards(node: InsertQueryNode, placement: Placement, sharding: Shardi
       `INSERT INTO ${name} ... SELECT through a routed Kysely: which server holds its rows is not known before it runs. Select the rows first, then insert them with .values().`,
     )
   }
-  const names = (node.columns ?? []).map((c) => c.column.name)
+  const keyIndex = (node.columns ?? []).findIndex((c) => c.column.name === column)
+  const shift = BigInt(sharding.layout.shifts.shard)
+  const mask = (1n << BigInt(sharding.layout.shardBits)) - 1n
   return (values as ValuesNode).values.map((row: ValuesItemNode) => {
-    const key = readRow(row, names)[column]
+    const key = keyIndex < 0 ? undefined : keyOf(row, keyIndex)
     if (key instanceof PendingId) return key.shard
     if (key === SQL_EXPRESSION || key === undefined || key === null) {
       throw new InvalidArgumentError(
         `A row of ${name} has its key '${column}' given as SQL, so which server holds it is not known before the query runs. Give the ID itself (ids.assign() makes them).`,
       )
     }
+    // The plugin made or checked every bigint key: read its shard bits (checked by the caller).
+    if (typeof key === 'bigint') return Number((key >> shift) & mask)
     return sharding.shardOfId(toBigInt(key as IdInput, `${name}.${column}`))
   })
+}
+
+/** The value of a row's key column; a default is `undefined`, SQL is {@link SQL_EXPRESSION}. */
+function keyOf(row: ValuesItemNode, index: number): unknown {
+  if (row.kind === 'PrimitiveValueListNode') return row.values[index]
+  const node = row.values[index]
+  if (node === undefined || node.kind === 'DefaultInsertValueNode') return undefined
+  return node.kind === 'ValueNode' ? (node as ValueNode).value : SQL_EXPRESSION
 }
 
 /**
@@ -570,7 +585,7 @@ function routingDialect<DB>(
   placementOf: PlacementLookup,
 ): Dialect {
   const executor = first.getExecutor()
-  const connection = new RoutingConnection(homes, placementOf)
+  const connection = new RoutingConnection(homes, placementOf, executor.adapter)
   const driver: Driver = {
     init: async () => undefined,
     acquireConnection: async () => connection,
@@ -601,6 +616,8 @@ class RoutingConnection<DB> implements DatabaseConnection {
   constructor(
     private readonly homes: ShardHomes<Kysely<DB>>,
     private readonly placementOf: PlacementLookup,
+    /** The adapter of the Kysely whose compiler compiles the router's queries. */
+    private readonly adapter: DialectAdapter,
   ) {}
 
   async executeQuery<R>(compiled: CompiledQuery, options?: AbortOptions): Promise<QueryResult<R>> {
@@ -622,29 +639,49 @@ class RoutingConnection<DB> implements DatabaseConnection {
       throw new InvalidArgumentError(`An INSERT INTO ${placement.spec.name} without rows.`)
     }
     const rows = (node.values as ValuesNode).values
-    const positions = shards.map((_, index) => index)
-    const groups = await this.homes.writeGroups(
-      positions,
-      (index) => shards[index]!,
+    // The servers of the distinct shards (waiting while any moves), then the rows of each.
+    const homesOf = await this.homes.writeGroups(
+      [...new Set(shards)],
+      (shard) => shard,
       options?.signal,
     )
-    const settled = await Promise.allSettled(
-      [...groups.values()].map(({ handle, items }) => {
-        const part: InsertQueryNode = Object.freeze({
-          ...node,
-          values: Object.freeze({
-            kind: 'ValuesNode',
-            values: Object.freeze(items.map((index) => rows[index]!)),
-          }) as ValuesNode,
-        })
-        const executor = handle.getExecutor()
-        const query = executor.compileQuery<R>(part, createQueryId())
-        return executor.provideConnection(
-          (connection) => connection.executeQuery<R>(query, options),
-          options,
-        )
-      }),
-    )
+    const serverOf = new Map<number, string>()
+    for (const [server, { items }] of homesOf)
+      for (const shard of items) serverOf.set(shard, server)
+    const byServer = new Map<string, number[]>()
+    shards.forEach((shard, index) => {
+      const server = serverOf.get(shard)!
+      const items = byServer.get(server)
+      if (items) items.push(index)
+      else byServer.set(server, [index])
+    })
+    const groups = [...byServer].map(([server, items]) => ({
+      handle: homesOf.get(server)!.handle,
+      items,
+    }))
+    const send = ({ handle, items }: { handle: Kysely<DB>; items: number[] }) => {
+      const executor = handle.getExecutor()
+      // Every row on one server: the query as compiled, when that server compiles alike.
+      const query =
+        groups.length === 1 && executor.adapter.constructor === this.adapter.constructor
+          ? (compiled as CompiledQuery<R>)
+          : executor.compileQuery<R>(
+              Object.freeze({
+                ...node,
+                values: Object.freeze({
+                  kind: 'ValuesNode',
+                  values: Object.freeze(items.map((index) => rows[index]!)),
+                }) as ValuesNode,
+              }),
+              createQueryId(),
+            )
+      return executor.provideConnection(
+        (connection) => connection.executeQuery<R>(query, options),
+        options,
+      )
+    }
+    if (groups.length === 1) return send(groups[0]!)
+    const settled = await Promise.allSettled(groups.map(send))
     const failed = settled.find((result) => result.status === 'rejected')
     if (failed) throw failed.reason
     const results = settled.map(
@@ -652,7 +689,7 @@ class RoutingConnection<DB> implements DatabaseConnection {
     )
     return merge(
       results,
-      [...groups.values()].map((group) => group.items),
+      groups.map((group) => group.items),
       shards.length,
     )
   }
