@@ -9,4 +9,10 @@ export {
   type ShardedTables,
   shardedIds,
 } from './sharded-ids'
+export {
+  type RoutedTransactionBuilder,
+  ShardedKysely,
+  type ShardTarget,
+  shardedKysely,
+} from './sharded-kysely'
 export type { ShardedTable } from './tables'

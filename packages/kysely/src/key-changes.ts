@@ -90,7 +90,7 @@ function columnName(node: OperationNode): string | undefined {
 }
 
 /** The values a condition compares the key column with by `=` or `in`, through AND, OR and parentheses. */
-function namedIds(node: OperationNode, column: string): unknown[] {
+export function namedIds(node: OperationNode, column: string): unknown[] {
   switch (node.kind) {
     case 'AndNode':
     case 'OrNode': {

@@ -30,6 +30,23 @@ import { Placement, type RowValues, SQL_EXPRESSION } from './placement'
 import { type InsertFiller, readRow, rewriteQuery, tableOf } from './rewrite'
 import { readTables, type ShardedTable, type TableSpec } from './tables'
 
+/** The placement of the table a node names, for each plugin: what the shard router reads. */
+const placementLookups = new WeakMap<
+  object,
+  (into: OperationNode | undefined) => Placement | undefined
+>()
+
+/**
+ * The placement of the declared table an INSERT names (`undefined` for a table that is not
+ * declared), as `plugin` fills it.
+ * @internal
+ */
+export function placementLookupOf(
+  plugin: ShardedIdsPlugin<unknown>,
+): (into: OperationNode | undefined) => Placement | undefined {
+  return placementLookups.get(plugin)!
+}
+
 /** Any database, for applications that do not give `shardedIds` their `DB` type. */
 export type AnyDatabase = Record<string, Record<string, unknown>>
 
@@ -87,6 +104,7 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
       placementOf: (into) => this.#placementOf(into),
       fill: (shards) => this.#fill(shards),
     }
+    placementLookups.set(this, (into) => this.#placementOf(into))
   }
 
   /**
