@@ -147,6 +147,16 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
     )
     expect(post).toBeInstanceOf(model(home, 'Post'))
     expect(await column(home, 'SELECT body FROM comments')).toContain('c')
+    // By association name, as the README writes it.
+    const named = await sharded.create(
+      'Post',
+      { authorId: idOf(author), title: 'names', comments: [{ body: 'n' }] },
+      { include: ['comments'] },
+    )
+    const loaded = await sharded
+      .modelFor('Post', idOf(named))
+      .findByPk(idOf(named), { include: ['comments'] })
+    expect((loaded!.get('comments') as Model[]).map((c) => c.get('body'))).toEqual(['n'])
     const [onA, onB] = [await source.nextId(3), await source.nextId(50)]
     const placed = await sharded.bulkCreate('Keyed', [
       { id: String(onB), shardKey: null },
@@ -198,9 +208,7 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
     await expect(sharded.create('Note', { body: 'x' })).rejects.toThrow(ConfigurationError)
     await expect(sharded.create(42 as never, {})).rejects.toThrow(InvalidArgumentError)
     const onShard1 = await source.nextId(1)
-    expect(() => sharded.modelFor('Nothing', onShard1)).toThrow(
-      ConfigurationError,
-    )
+    expect(() => sharded.modelFor('Nothing', onShard1)).toThrow(ConfigurationError)
     expect(() => sharded.inShards([1], 'id; DROP TABLE keyed')).toThrow(InvalidArgumentError)
     expect(() => sharded.inShards([64])).toThrow(ShardOutOfRangeError)
     expect(await keys('a')).not.toContain('1')
