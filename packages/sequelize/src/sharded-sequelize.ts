@@ -8,6 +8,7 @@ import {
   ShardHomes,
   type Sharding,
   type ShardKey,
+  type ShardRule,
   toBigInt,
 } from '@shardflake/core'
 import {
@@ -23,6 +24,7 @@ import {
   type Transaction,
   type TransactionOptions,
 } from 'sequelize'
+import { belongsToWithKey } from './checks'
 import { collectNodes, Placement } from './placement'
 import { installationOf, type ShardedIds } from './sharded-ids'
 
@@ -346,10 +348,19 @@ export class ShardedSequelize {
     const sharding = this.sharding
     const buildOptions =
       include === undefined ? {} : { include: remapInclude(include, sequelize) as Includeable[] }
+    const direct = directRead(model, key.spec.rule)
     return (values) => {
       const id: unknown = Reflect.get(values, key.attribute)
       if (id !== undefined && id !== null) {
         return sharding.shardOfId(toBigInt(id as IdInput, `${name}.${key.attribute}`))
+      }
+      if (direct) {
+        const value: unknown = Reflect.get(values, direct.attribute)
+        if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {
+          if (direct.parent) return sharding.shardOfId(toBigInt(value, `Parent ID of ${name}`))
+          const rule = key.spec.rule as ShardRule<Record<string, unknown>>
+          return sharding.resolveShard(rule, { [direct.attribute]: value }, name)
+        }
       }
       const instance = model.build(values as Record<string, unknown>, buildOptions)
       const nodes = collectNodes([instance], ids.keyOf)
@@ -466,6 +477,58 @@ function addGuards(sequelize: Sequelize, ids: ShardedIds): void {
     if (id === undefined || id === null) return // refused by shardedIds()
     home.homes.checkHome(home.server, home.homes.sharding.shardOfId(id as IdInput))
   })
+}
+
+const STORED_AS_GIVEN = new Set([
+  'STRING',
+  'CHAR',
+  'TEXT',
+  'CITEXT',
+  'UUID',
+  'TINYINT',
+  'SMALLINT',
+  'MEDIUMINT',
+  'INTEGER',
+  'BIGINT',
+])
+
+/**
+ * The attribute a rule reads when a record's own value gives the same shard as the rule on a
+ * built instance: `shardBy` an attribute, or `sameShardAs` a `belongsTo` (or its foreign key),
+ * stored as given (no custom getter or setter, not `VIRTUAL`). Anything else (functions, getters,
+ * setters, defaults, parents given as instances) is placed on a built instance.
+ */
+function directRead(
+  model: AnyModel,
+  rule: unknown,
+): { readonly attribute: string; readonly parent: boolean } | undefined {
+  if (typeof rule !== 'object' || rule === null) return undefined
+  let attribute: string
+  let parent = false
+  if ('shardBy' in rule && typeof rule.shardBy === 'string') {
+    attribute = rule.shardBy
+  } else if ('sameShardAs' in rule && typeof rule.sameShardAs === 'string') {
+    const association =
+      model.associations[rule.sameShardAs] ?? belongsToWithKey(model, rule.sameShardAs)
+    attribute = association?.foreignKey ?? rule.sameShardAs
+    parent = true
+  } else {
+    return undefined
+  }
+  const definition = model.getAttributes()[attribute] as
+    | { type?: unknown; get?: unknown; set?: unknown }
+    | undefined
+  if (!definition || definition.get || definition.set) return undefined
+  // Types Sequelize stores as given (a DATE string becomes a Date, a VIRTUAL may be computed).
+  const type: unknown = Reflect.get(Object(definition.type), 'key')
+  if (typeof type !== 'string' || !STORED_AS_GIVEN.has(type)) return undefined
+  for (const custom of ['_customGetters', '_customSetters']) {
+    const accessors: unknown = Reflect.get(model.prototype, custom)
+    if (typeof accessors === 'object' && accessors !== null && attribute in accessors) {
+      return undefined
+    }
+  }
+  return { attribute, parent }
 }
 
 function nameOf(model: ModelName): string {

@@ -21,7 +21,13 @@ import {
 } from '@shardflake/core'
 import { DataTypes, type Model, Sequelize } from 'sequelize'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ShardedSequelize, shardedIds, shardedSequelize, trustSuppliedIds } from '../src'
+import {
+  type ShardedSequelize,
+  shardedId,
+  shardedIds,
+  shardedSequelize,
+  trustSuppliedIds,
+} from '../src'
 import { defineBlog, sequelizeOn } from './support/blog'
 
 const sharding = testSharding()
@@ -47,6 +53,20 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
       shardedIds(sequelize, { source })
       defineBlog(sequelize)
       sequelize.define('Note', { body: DataTypes.STRING }, { tableName: 'notes' })
+      // The keyed table again, its key trimmed by a setter before the rule reads it.
+      sequelize.define(
+        'Trimmed',
+        {
+          id: shardedId({ shardBy: 'shardKey' }),
+          shardKey: {
+            type: DataTypes.STRING,
+            set(value: string) {
+              this.setDataValue('shardKey', value.trim())
+            },
+          },
+        },
+        { tableName: 'keyed', timestamps: false, underscored: true },
+      )
       servers[name] = sequelize
     }
     homes = await ShardHomes.open({ sharding, servers, directory: map })
@@ -166,6 +186,21 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
     expect(placed[0]).toBeInstanceOf(model('b', 'Keyed'))
     expect(await column('a', 'SELECT id::text FROM keyed')).toContain(String(onA))
     expect(await column('b', 'SELECT id::text FROM keyed')).toContain(String(onB))
+  })
+
+  it('places a row by its key as the model stores it, whatever the key', async () => {
+    const trimmed = await sharded.create('Trimmed', { shardKey: ' 44 ' })
+    expect(sharding.shardOfId(idOf(trimmed))).toBe(44)
+    expect(await keys('b')).toContain('44')
+    // Each row is refused by the guard unless the router sent it to its shard's home.
+    const mixed = ['ada', '17', '-5', '63', 'Ärger', '18446744073709551617', 'x'.repeat(300)]
+    const created = await sharded.bulkCreate(
+      'Keyed',
+      mixed.map((shardKey) => ({ shardKey })),
+    )
+    expect(created.map((row) => sharding.shardOfId(idOf(row)))).toEqual(
+      mixed.map((key) => sharding.shardForKey(key)),
+    )
   })
 
   it('reads by ID, key and shard from the server holding it', async () => {
