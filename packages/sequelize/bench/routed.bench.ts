@@ -132,20 +132,27 @@ const modes: Record<string, (rows: object[]) => Promise<unknown>> = {
 }
 const order = Object.keys(modes)
 const times: Record<string, number[]> = Object.fromEntries(order.map((mode) => [mode, []]))
+/** This process's CPU time (user + system) during each call, ms: the client's own work. */
+const cpuTimes: Record<string, number[]> = Object.fromEntries(order.map((mode) => [mode, []]))
 const loads: number[] = []
 for (let round = 0; round < warmup + rounds; round++) {
   const rotated = order.map((_, i) => order[(i + round) % order.length]!)
   for (const mode of rotated) {
     const rows = rowsOnA()
+    const cpu = process.cpuUsage()
     const started = performance.now()
     await modes[mode]!(rows)
     const elapsed = performance.now() - started
-    if (round >= warmup) times[mode]!.push(elapsed)
+    const used = process.cpuUsage(cpu)
+    if (round >= warmup) {
+      times[mode]!.push(elapsed)
+      cpuTimes[mode]!.push((used.user + used.system) / 1000)
+    }
   }
   if (round >= warmup) loads.push(loadavg()[0]!)
 }
-const ratio = (mode: string, baseline: string) => {
-  const perRound = times[mode]!.map((t, i) => t / times[baseline]![i]!)
+const ratio = (mode: string, baseline: string, of = times) => {
+  const perRound = of[mode]!.map((t, i) => t / of[baseline]![i]!)
   return { median: median(perRound), min: Math.min(...perRound), max: Math.max(...perRound) }
 }
 const results = {
@@ -162,6 +169,9 @@ const results = {
   routerOverDirect: ratio('router', 'direct'),
   routerOverUnrouted: ratio('router', 'unrouted'),
   directOverUnrouted: ratio('direct', 'unrouted'),
+  medianCpuMs: Object.fromEntries(order.map((mode) => [mode, median(cpuTimes[mode]!)])),
+  cpuRouterOverDirect: ratio('router', 'direct', cpuTimes),
+  cpuDirectOverUnrouted: ratio('direct', 'unrouted', cpuTimes),
 }
 const show = (r: { median: number; min: number; max: number }) =>
   `${r.median.toFixed(3)} (${r.min.toFixed(2)}..${r.max.toFixed(2)})`
@@ -173,6 +183,8 @@ log(
 log(`router / direct:   ${show(results.routerOverDirect)}`)
 log(`router / unrouted: ${show(results.routerOverUnrouted)}`)
 log(`direct / unrouted: ${show(results.directOverUnrouted)}`)
+log(`client CPU, router / direct: ${show(results.cpuRouterOverDirect)}`)
+log(`client CPU, direct / unrouted: ${show(results.cpuDirectOverUnrouted)}`)
 log(
   `load average (1 min) during the rounds: ${results.machine.loadavg1.min.toFixed(1)}-${results.machine.loadavg1.max.toFixed(1)} on ${results.machine.cores} cores`,
 )
