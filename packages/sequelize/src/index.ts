@@ -5,3 +5,9 @@ export {
   shardedId,
 } from './sharded-id'
 export { ShardedIds, type ShardedIdsOptions, shardedIds } from './sharded-ids'
+export {
+  type ModelName,
+  ShardedSequelize,
+  type ShardTarget,
+  shardedSequelize,
+} from './sharded-sequelize'

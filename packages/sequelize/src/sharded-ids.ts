@@ -495,3 +495,8 @@ export function shardedIds(sequelize: Sequelize, options: ShardedIdsOptions): Sh
   installed.set(sequelize, ids)
   return ids
 }
+
+/** @internal The `shardedIds()` installation of a `Sequelize` instance, if any. */
+export function installationOf(sequelize: Sequelize): ShardedIds | undefined {
+  return installed.get(sequelize)
+}

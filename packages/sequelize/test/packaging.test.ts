@@ -37,7 +37,14 @@ it('exports the same names to require() (CommonJS) and import', async () => {
     ]),
   )
   expect(required).toEqual(imported)
-  expect(required).toEqual(['ShardedIds', 'shardedId', 'shardedIds', 'trustSuppliedIds'])
+  expect(required).toEqual([
+    'ShardedIds',
+    'ShardedSequelize',
+    'shardedId',
+    'shardedIds',
+    'shardedSequelize',
+    'trustSuppliedIds',
+  ])
 })
 
 it('recognizes a shardedId() attribute made by the other module system', async () => {

@@ -22,7 +22,10 @@ export interface BlogOptions {
 }
 
 /** A Sequelize instance on the suite's database (quiet, a small pool). */
-export function sequelizeOn(raw: RawDatabase, driver: 'mysql' | 'mariadb' = 'mysql'): Sequelize {
+export function sequelizeOn(
+  raw: Pick<RawDatabase, 'dialect' | 'url'>,
+  driver: 'mysql' | 'mariadb' = 'mysql',
+): Sequelize {
   const url = new URL(raw.url)
   const dialect: Dialect = raw.dialect === 'postgres' ? 'postgres' : driver
   return new Sequelize(url.pathname.slice(1), decodeURIComponent(url.username), url.password, {
