@@ -321,6 +321,11 @@ export class ShardedIds {
     }
   }
 
+  /** @internal The tables with a sharded-ID column, as found in the schema. */
+  get shardedTables(): Iterable<ShardedTable> {
+    return this.tables.values()
+  }
+
   /** @internal Whether {@link close} was called. */
   get isOpen(): boolean {
     return this.#open

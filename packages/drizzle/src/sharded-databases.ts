@@ -1,0 +1,472 @@
+import {
+  ConfigurationError,
+  describeValue,
+  type FanOutOptions,
+  type FanOutRun,
+  type IdInput,
+  type IdRequestContext,
+  InvalidArgumentError,
+  ShardHomes,
+  type Sharding,
+  type ShardKey,
+} from '@shardflake/core'
+import {
+  type Column,
+  getTableColumns,
+  getTableName,
+  type InferInsertModel,
+  is,
+  Param,
+  Placeholder,
+  SQL,
+  sql,
+  Table,
+} from 'drizzle-orm'
+import { npmVersion } from 'drizzle-orm/version'
+import { checkLosslessClient } from './checks'
+import { type Row, specOf } from './sharded-id'
+import { ShardedIds } from './sharded-ids'
+
+/**
+ * Where a transaction runs: the server holding the row with this ID, this shard key's shard, or
+ * this logical shard.
+ * @example
+ * ```ts
+ * import type { ShardTarget } from '@shardflake/drizzle'
+ *
+ * const byId: ShardTarget = { id: 7342519581384302598n }
+ * const byKey: ShardTarget = { key: 'acme-corp' }
+ * const byShard: ShardTarget = { shard: 17 }
+ * ```
+ */
+export type ShardTarget =
+  | { readonly id: IdInput }
+  | { readonly key: ShardKey }
+  | { readonly shard: number }
+
+/** The transaction object a Drizzle database hands its `transaction()` callback. */
+export type TransactionOf<D> = D extends {
+  transaction(run: (tx: infer T) => Promise<unknown>, ...rest: infer _A): unknown
+}
+  ? T
+  : never
+
+/** The second argument of a Drizzle database's `transaction()` (isolation level, ...). */
+export type TransactionConfigOf<D> = D extends {
+  transaction(run: never, config?: infer C): unknown
+}
+  ? C
+  : never
+
+/** What the router calls on a server's Drizzle database. */
+interface InsertHost {
+  insert(table: Table): { values(rows: Row[]): PromiseLike<unknown> }
+  transaction(run: (tx: unknown) => Promise<unknown>, config?: unknown): Promise<unknown>
+}
+
+/** The part of a Drizzle dialect the home check wraps: it builds every INSERT of the database. */
+interface InsertBuilder {
+  buildInsertQuery(config: InsertConfig): unknown
+}
+
+interface InsertConfig {
+  readonly table: Table
+  readonly values: unknown
+  readonly select?: boolean
+}
+
+/** Which server a dialect writes to, once {@link shardedDatabases} routed its database. */
+interface Home {
+  readonly homes: ShardHomes<unknown>
+  readonly server: string
+}
+
+/** The server each routed database's dialect writes to (its home check reads it). */
+const homeOfDialect = new WeakMap<object, Home>()
+/** Dialects whose `buildInsertQuery` carries the home check. */
+const CHECKED = Symbol.for('@shardflake/drizzle:home-check')
+/** The sharded-ID column of a table, by its key, or `null` for a table without one. */
+const keyOfTable = new WeakMap<Table, { key: string; column: Column } | null>()
+/** Drizzle 0.45 maps every value of `.values()` to a `Param`; 1.0 keeps the values as given. */
+const PARAM_VALUES = npmVersion.startsWith('0.')
+
+const routers = new WeakMap<ShardHomes<object>, ShardedDatabases<object>>()
+
+/**
+ * The Drizzle databases of an application whose rows are spread over several servers, one
+ * database (`drizzle({ client })`) per server, routed by core's `ShardHomes`: reads by ID, key or
+ * shard go to one server's database; {@link insert} gives the rows their IDs and writes each on
+ * the server holding its shard, one INSERT per server; a {@link transaction} runs on one server;
+ * {@link fanOut} is the only way to query several servers. Every routed database refuses to
+ * insert a row whose shard lives on another server (`WrongServerError`), before anything is sent,
+ * whatever builder wrote it (`insert().values()`, inside a transaction too). Joins and
+ * transactions across servers are not offered.
+ *
+ * Made by {@link shardedDatabases}.
+ * @example
+ * ```ts
+ * const [post] = await sharded.forId(postId).select().from(posts).where(eq(posts.id, postId))
+ * ```
+ */
+export class ShardedDatabases<D extends object> {
+  /** @internal Made by {@link shardedDatabases}. */
+  constructor(
+    /** The routing this uses: the homes of the logical shards, and a database per server. */
+    readonly homes: ShardHomes<D>,
+    /** The application's `shardedIds()`, which gives new rows their IDs. */
+    readonly ids: ShardedIds,
+  ) {}
+
+  /** The application's sharding. */
+  get sharding(): Sharding {
+    return this.homes.sharding
+  }
+
+  /**
+   * The database of the server holding the row with this ID.
+   * @throws InvalidIdError for a value that is not an ID; DirectoryStaleError as core's `forId`.
+   * @example
+   * ```ts
+   * const [post] = await sharded.forId(postId).select().from(posts).where(eq(posts.id, postId))
+   * ```
+   */
+  forId(id: IdInput): D {
+    return this.homes.forId(id)
+  }
+
+  /**
+   * The database of the server holding a shard key's shard.
+   * @throws MissingShardKeyError for `null` or `undefined`.
+   * @example
+   * ```ts
+   * const found = await sharded.forKey(email).select().from(users).where(eq(users.email, email))
+   * ```
+   */
+  forKey(key: ShardKey): D {
+    return this.homes.forKey(key)
+  }
+
+  /**
+   * The database of the server holding a logical shard.
+   * @throws ShardOutOfRangeError for a shard outside the logical shards.
+   * @example
+   * ```ts
+   * const [{ n }] = await sharded.forShard(17).select({ n: count() }).from(posts)
+   * ```
+   */
+  forShard(shard: number): D {
+    return this.homes.forShard(shard)
+  }
+
+  /**
+   * Gives the rows of `table` their IDs (as `ids.assign` does: by the column's rule, one
+   * `nextIds` per shard; an ID you set is checked and kept), then writes each on the server
+   * holding its shard: one `insert(table).values(rows)` per server, sent at once, each a single
+   * INSERT statement. While a shard is being moved, waits for the move to finish (core's
+   * `writeGroups`). The rows are filled in place and returned, in your order. When a server's
+   * INSERT fails, the others have still run: the first failure is thrown once all have settled.
+   * @param context passed to the source (`signal` to give up waiting).
+   * @throws MissingShardKeyError, MisplacedIdError, ... as `ids.assign`, before anything is
+   * written; ShardMovingError, DirectoryStaleError (retryable) as core's `writeGroups`.
+   * @example
+   * ```ts
+   * const [hello, world] = await sharded.insert(posts, [
+   *   { userId: ada.id, title: 'Hello' },
+   *   { userId: grace.id, title: 'World' },
+   * ])
+   * ```
+   */
+  insert<T extends Table, R extends InferInsertModel<T>>(
+    table: T,
+    rows: R[],
+    context?: IdRequestContext,
+  ): Promise<(R & InferInsertModel<T>)[]>
+  insert<T extends Table, R extends InferInsertModel<T>>(
+    table: T,
+    row: R,
+    context?: IdRequestContext,
+  ): Promise<R & InferInsertModel<T>>
+  async insert(table: Table, rows: Row | Row[], context?: IdRequestContext): Promise<unknown> {
+    const sharded = shardedKeyOf(table)
+    if (!sharded) {
+      throw new ConfigurationError(
+        `${describeTable(table)} has no shardedId() column, so nothing says which server holds its rows: give it one, or write it through forShard(shard).`,
+      )
+    }
+    const list = Array.isArray(rows) ? rows : [rows]
+    if (list.length === 0) return rows
+    await this.ids.assign(table, list as never[], context)
+    const { key } = sharded
+    const groups = await this.homes.writeGroups(
+      list,
+      (row) => this.sharding.shardOfId(row[key] as IdInput),
+      context?.signal,
+    )
+    const settled = await Promise.allSettled(
+      [...groups.values()].map(({ handle, items }) =>
+        (handle as unknown as InsertHost).insert(table).values(items),
+      ),
+    )
+    const failed = settled.find((result) => result.status === 'rejected')
+    if (failed) throw failed.reason
+    return rows
+  }
+
+  /**
+   * Runs `run` in a transaction (Drizzle's `db.transaction(run, config)`) on the server holding
+   * `where` (an ID, a shard key or a logical shard), once any move of that shard has finished.
+   * Inside it, an INSERT of a row whose shard lives on another server is refused with
+   * `WrongServerError` before it is sent, and the transaction is rolled back: there are no
+   * transactions across servers. Give new rows their IDs with `ids.assign` first.
+   * @throws WrongServerError, from `run`, for a row of another server.
+   * @throws ShardMovingError, DirectoryStaleError (retryable) as core's `writeHome`.
+   * @example
+   * ```ts
+   * await sharded.transaction({ id: ada.id }, async (tx) => {
+   *   await tx.insert(posts).values(await ids.assign(posts, { userId: ada.id, title: 'Hello' }))
+   * })
+   * ```
+   */
+  async transaction<R>(
+    where: ShardTarget,
+    run: (tx: TransactionOf<D>) => Promise<R>,
+    config?: TransactionConfigOf<D>,
+  ): Promise<R> {
+    if (typeof run !== 'function') {
+      throw new InvalidArgumentError(
+        'transaction() takes the function Drizzle runs in the transaction: transaction({ id }, async (tx) => { ... }).',
+      )
+    }
+    const { handle } = await this.homes.writeHome(this.shardOfTarget(where))
+    const host = handle as unknown as InsertHost
+    return (await (config === undefined
+      ? host.transaction(run as (tx: unknown) => Promise<unknown>)
+      : host.transaction(run as (tx: unknown) => Promise<unknown>, config))) as R
+  }
+
+  /**
+   * An SQL condition on a sharded key column: the row's ID is of one of `shards`. Give it to the
+   * `where` of a {@link fanOut} query, with the shards each server is asked about, so that a
+   * server never answers for copies of a shard that was moved away from it.
+   * @throws ShardOutOfRangeError for a shard outside the logical shards.
+   * @example
+   * ```ts
+   * const newest = await sharded.fanOut(
+   *   (db, _server, shards) =>
+   *     db.select().from(posts).where(sharded.inShards(posts.id, shards)).orderBy(desc(posts.id)).limit(20),
+   *   { orderBy: (post) => post.id, order: 'desc', limit: 20 },
+   * )
+   * ```
+   */
+  inShards(column: Column | SQL, shards: readonly number[]): SQL {
+    if (!Array.isArray(shards)) {
+      throw new InvalidArgumentError(
+        `inShards() takes an array of logical shards, got ${describeValue(shards)}.`,
+      )
+    }
+    const list = [...new Set(shards.map((shard) => this.sharding.checkShard(shard)))]
+    if (list.length === 0) return sql`1 = 0`
+    const { layout } = this.sharding
+    const mask = 2 ** layout.shardBits - 1
+    return sql`((${column} >> ${sql.raw(String(layout.shifts.shard))}) & ${sql.raw(String(mask))}) in (${sql.raw(list.join(', '))})`
+  }
+
+  /**
+   * Runs a query on the database of every server (or of the servers holding `options.shards`)
+   * and merges the rows: with `orderBy` (the row's ID) in ID order, stopping at `limit`. The only
+   * way to read from several servers. See core's `ShardHomes.fanOut`.
+   * @throws FanOutError when a server's query failed (`results`: what the others returned).
+   * @example
+   * ```ts
+   * const newest = await sharded.fanOut(
+   *   (db, _server, shards) =>
+   *     db.select().from(posts).where(sharded.inShards(posts.id, shards)).orderBy(desc(posts.id)).limit(20),
+   *   { orderBy: (post) => post.id, order: 'desc', limit: 20 },
+   * )
+   * ```
+   */
+  fanOut<R>(run: FanOutRun<D, R>, options?: FanOutOptions<R>): Promise<R[]> {
+    return this.homes.fanOut(run, options)
+  }
+
+  private shardOfTarget(where: ShardTarget): number {
+    if (typeof where === 'object' && where !== null) {
+      if ('id' in where) return this.sharding.shardOfId(where.id)
+      if ('key' in where) return this.sharding.shardForKey(where.key)
+      if ('shard' in where) return this.sharding.checkShard(where.shard)
+    }
+    throw new InvalidArgumentError(
+      `A transaction needs the server it runs on: { id }, { key } or { shard }, got ${describeValue(where)}.`,
+    )
+  }
+}
+
+/**
+ * Routes an application's Drizzle databases, one per server, by core's `ShardHomes`: give
+ * `ShardHomes.open` the databases (`drizzle({ client })` of each server) as `servers`, and the
+ * application's one `shardedIds()`. From then on every one of those databases refuses to insert
+ * a row of a sharded table whose shard lives on another server (`WrongServerError`, before the
+ * statement is sent), whatever builder wrote it, in a transaction too: rows that carry their ID,
+ * and rows whose ID the column's `$defaultFn` makes. An ID written as an SQL expression or a
+ * placeholder (prepared inserts), and `insert().select()`, are not seen. Calling it again with
+ * new `ShardHomes` (after closing the old ones) routes the databases by the new ones.
+ * @throws InvalidArgumentError when `homes` is not a `ShardHomes` or `ids` not a `shardedIds()`.
+ * @throws ConfigurationError when a handle is not a Drizzle database, one database is given for
+ * two servers, `ids` is closed or draws from a source of another sharding (or of none), or a
+ * mysql2 client reads BIGINT as numbers (Drizzle 0.45).
+ * @example
+ * ```ts
+ * import { defineSharding, InProcessSource, instagram, ShardHomes, ShardMap } from '@shardflake/core'
+ * import { shardedDatabases, shardedIds } from '@shardflake/drizzle'
+ * import { drizzle } from 'drizzle-orm/node-postgres'
+ *
+ * const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
+ * const a = drizzle({ connection: urlA })
+ * const b = drizzle({ connection: urlB })
+ * const ids = shardedIds(a, { source: new InProcessSource({ sharding, shards: 'all' }), schema })
+ * const homes = await ShardHomes.open({
+ *   sharding,
+ *   servers: { a, b },
+ *   directory: new ShardMap(sharding, [
+ *     { from: 0, to: 31, target: 'a' },
+ *     { from: 32, to: 63, target: 'b' },
+ *   ]),
+ * })
+ * const sharded = shardedDatabases(homes, ids)
+ * ```
+ */
+export function shardedDatabases<D extends object>(
+  homes: ShardHomes<D>,
+  ids: ShardedIds,
+): ShardedDatabases<D> {
+  if (!(homes instanceof ShardHomes)) {
+    throw new InvalidArgumentError(
+      `shardedDatabases() takes the ShardHomes of your Drizzle databases first: ShardHomes.open({ sharding, servers: { a: dbA, ... }, directory }), got ${describeValue(homes)}.`,
+    )
+  }
+  if (!(ids instanceof ShardedIds)) {
+    throw new InvalidArgumentError(
+      `shardedDatabases(homes, ids) takes the application's shardedIds(db, { source, schema }) second, got ${describeValue(ids)}.`,
+    )
+  }
+  if (!ids.isOpen) {
+    throw new ConfigurationError(
+      'shardedDatabases() was given a shardedIds() that is closed: use the one that is open now.',
+    )
+  }
+  const existing = routers.get(homes)
+  if (existing) {
+    if (existing.ids !== ids) {
+      throw new ConfigurationError(
+        'These ShardHomes are already routed with another shardedIds(): an application has one.',
+      )
+    }
+    return existing as ShardedDatabases<D>
+  }
+  const sourceSharding = ids.source.sharding
+  if (!sourceSharding) {
+    throw new ConfigurationError(
+      "The source of shardedIds() makes IDs without a shard: rows cannot be placed by their ID. Use a source of the application's sharding.",
+    )
+  }
+  homes.sharding.checkSame(sourceSharding, 'The source of shardedIds()')
+  const dialects = new Map<object & InsertBuilder, string>()
+  const seen = new Map<object, string>()
+  for (const server of homes.serverNames) {
+    const db = homes.handleOf(server)
+    const dialect = dialectOf(db)
+    if (!dialect) {
+      throw new ConfigurationError(
+        `The handle of server ${JSON.stringify(server)} is not a Drizzle database: give ShardHomes each server's drizzle({ client }).`,
+      )
+    }
+    const other = seen.get(db) ?? dialects.get(dialect)
+    if (other !== undefined) {
+      throw new ConfigurationError(
+        `Servers ${JSON.stringify(other)} and ${JSON.stringify(server)} have the same Drizzle database: give each server a drizzle({ client }) of its own.`,
+      )
+    }
+    checkLosslessClient(db, ids.shardedTables)
+    seen.set(db, server)
+    dialects.set(dialect, server)
+  }
+  for (const [dialect, server] of dialects) {
+    checkHomes(dialect)
+    homeOfDialect.set(dialect, { homes: homes as ShardHomes<unknown>, server })
+  }
+  const router = new ShardedDatabases(homes, ids)
+  routers.set(homes, router as ShardedDatabases<object>)
+  return router
+}
+
+/** The dialect of a Drizzle database (every builder of it, and of its transactions, uses it). */
+function dialectOf(db: unknown): (object & InsertBuilder) | undefined {
+  if (typeof db !== 'object' || db === null) return undefined
+  if (typeof Reflect.get(db, 'insert') !== 'function') return undefined
+  if (typeof Reflect.get(db, 'transaction') !== 'function') return undefined
+  const dialect: unknown = Reflect.get(db, 'dialect')
+  if (typeof dialect !== 'object' || dialect === null) return undefined
+  if (typeof Reflect.get(dialect, 'buildInsertQuery') !== 'function') return undefined
+  return dialect as object & InsertBuilder
+}
+
+/**
+ * Wraps the dialect's `buildInsertQuery` (once), which every INSERT of the database and of its
+ * transactions goes through, synchronously, before anything is sent: each row of a sharded table
+ * must be of a shard whose home is the dialect's server. A row without an ID gets it from the
+ * column's `$defaultFn` here, as Drizzle would, so that its shard is known and checked.
+ */
+function checkHomes(dialect: object & InsertBuilder): void {
+  if (Reflect.get(dialect, CHECKED)) return
+  const build = dialect.buildInsertQuery
+  Object.defineProperty(dialect, CHECKED, { value: true })
+  dialect.buildInsertQuery = function (this: object, config: InsertConfig) {
+    const home = homeOfDialect.get(this)
+    return build.call(this, home ? checkedInsert(home, config) : config)
+  }
+}
+
+/** `config` with the IDs its `$defaultFn` makes filled in, after checking every row's home. */
+function checkedInsert(home: Home, config: InsertConfig): InsertConfig {
+  if (config.select || !Array.isArray(config.values)) return config
+  const sharded = shardedKeyOf(config.table)
+  if (!sharded) return config
+  const { key, column } = sharded
+  const { homes, server } = home
+  let filled: Row[] | undefined
+  config.values.forEach((row: Row, index) => {
+    let value: unknown = row[key]
+    if (is(value, Param)) value = value.value
+    if (is(value, SQL) || is(value, Placeholder)) return // not seen: an expression, a placeholder
+    if (value === undefined) {
+      const made: unknown = column.defaultFn?.()
+      if (made === undefined || is(made, SQL)) return
+      filled ??= [...(config.values as Row[])]
+      filled[index] = { ...row, [key]: PARAM_VALUES ? new Param(made, column) : made }
+      value = made
+    }
+    if (value === null) return // the database refuses a null key
+    homes.checkHome(server, homes.sharding.shardOfId(value as IdInput))
+  })
+  return filled ? { ...config, values: filled } : config
+}
+
+/** The sharded-ID column of a table (made with `shardedId()`), or `undefined`. */
+function shardedKeyOf(table: Table): { key: string; column: Column } | undefined {
+  if (!is(table, Table)) {
+    throw new InvalidArgumentError(`Expected a Drizzle table, got ${describeValue(table)}.`)
+  }
+  let found = keyOfTable.get(table)
+  if (found === undefined) {
+    found = null
+    for (const [key, column] of Object.entries(getTableColumns(table))) {
+      if (specOf(column)) found = { key, column }
+    }
+    keyOfTable.set(table, found)
+  }
+  return found ?? undefined
+}
+
+function describeTable(table: Table): string {
+  return getTableName(table)
+}
