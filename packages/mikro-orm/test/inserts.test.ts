@@ -203,7 +203,7 @@ describe('em.insert, em.insertMany and query-builder inserts', () => {
         Author,
         emails.map((email) => ({ email })),
       )
-      const ids = rows.map((row) => BigInt(row.id!))
+      const ids = rows.map((row) => BigInt(String(row.id)))
       for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!, `row ${i}`).toBe(true)
       await em.insertMany(Author, rows)
       const stored = await raw.query(
