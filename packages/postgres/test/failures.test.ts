@@ -64,7 +64,7 @@ async function holdShardLock(shard: number): Promise<() => Promise<void>> {
 async function waiting(): Promise<number[]> {
   const rows = await raw<{ pid: number }>(
     url,
-    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'
+    `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'
        AND query LIKE '%next_ids%' AND pid <> pg_backend_pid()`,
   )
   return rows.map((row) => row.pid)
