@@ -89,7 +89,7 @@ describe.each([
       expectAtHome(report)
     }
     expect(code).toBe(0)
-  }, 600_000)
+  }, 900_000)
 })
 
 describe('the checks', () => {
