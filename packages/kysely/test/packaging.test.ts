@@ -45,6 +45,13 @@ it('loads the built entry with import and with require(), the same exports', asy
       `console.log(JSON.stringify(Object.keys(require('@shardflake/kysely')).sort()))`,
     ]),
   )
-  expect(imported).toEqual(['PendingId', 'ShardedIdsPlugin', 'shardedIds', 'trustSuppliedIds'])
+  expect(imported).toEqual([
+    'PendingId',
+    'ShardedIdsPlugin',
+    'ShardedKysely',
+    'shardedIds',
+    'shardedKysely',
+    'trustSuppliedIds',
+  ])
   expect(required).toEqual(imported)
 })
