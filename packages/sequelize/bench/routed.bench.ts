@@ -125,7 +125,7 @@ const rowsOnA = () =>
   Array.from({ length: rowsPerCall }, (_, i) => ({ tenantId: i % 21, body: `r${i}` }))
 const Event = servers.a!.model('Event') as ModelStatic<never>
 const PlainEvent = plain.model('Event') as ModelStatic<never>
-const modes: Record<string, (rows: object[]) => Promise<unknown>> = {
+const modes: Record<string, (rows: Record<string, unknown>[]) => Promise<unknown>> = {
   router: (rows) => sharded.bulkCreate('Event', rows),
   direct: (rows) => Event.bulkCreate(rows as never[]),
   unrouted: (rows) => PlainEvent.bulkCreate(rows as never[]),
