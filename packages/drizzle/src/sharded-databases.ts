@@ -434,6 +434,7 @@ function checkedInsert(home: Home, config: InsertConfig): InsertConfig {
   const { key, column } = sharded
   const { homes, server } = home
   let filled: Row[] | undefined
+  const checked = new Set<number>()
   config.values.forEach((row: Row, index) => {
     let value: unknown = row[key]
     if (is(value, Param)) value = value.value
@@ -446,7 +447,10 @@ function checkedInsert(home: Home, config: InsertConfig): InsertConfig {
       value = made
     }
     if (value === null) return // the database refuses a null key
-    homes.checkHome(server, homes.sharding.shardOfId(value as IdInput))
+    const shard = homes.sharding.shardOfId(value as IdInput)
+    if (checked.has(shard)) return
+    homes.checkHome(server, shard)
+    checked.add(shard)
   })
   return filled ? { ...config, values: filled } : config
 }

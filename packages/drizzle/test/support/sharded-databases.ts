@@ -164,7 +164,7 @@ export function describeShardedDatabases(tag: string, dialect: Dialect): void {
         }
       }
       const source = new InProcessSource({ sharding, shards: 'all' })
-      closers.push(() => source.close())
+      closers.push(async () => source.close())
       ids = shardedIds(dbs.a!, { source, schema: { ...tables, pinned } })
       homes = await ShardHomes.open({ sharding, servers: dbs, directory: map })
       sharded = shardedDatabases(homes, ids)
