@@ -18,6 +18,8 @@ export async function startMariadb(options: DatabaseServerOptions = {}): Promise
           `--datadir=${join(directory, 'data')}`,
           '--auth-root-authentication-method=normal',
           '--skip-test-db',
+          // Its own temporary directory: servers bootstrapping at once collide in a shared /tmp.
+          `--tmpdir=${directory}`,
         ])
       },
       command: (directory, port) => ({
@@ -27,6 +29,7 @@ export async function startMariadb(options: DatabaseServerOptions = {}): Promise
           `--datadir=${join(directory, 'data')}`,
           `--socket=${join(directory, 'mariadb.sock')}`,
           `--pid-file=${join(directory, 'mariadb.pid')}`,
+          `--tmpdir=${directory}`,
           `--port=${port}`,
           '--bind-address=127.0.0.1',
           '--skip-log-bin',
