@@ -50,7 +50,7 @@ export type ShardRule<T = Record<string, unknown>> = (
   | { readonly sameShardAs: (keyof T & string) | ((entity: T) => IdInput | null | undefined) }
   | { readonly shard: number }
 ) &
-  ShardColumnOption<T>
+  ShardColumnOption
 
 /**
  * The `shardColumn` option every shard rule may carry.
@@ -61,15 +61,19 @@ export type ShardRule<T = Record<string, unknown>> = (
  * const rule: ShardRule<{ tenantId: string; lshard: number }> = { shardBy: 'tenantId', shardColumn: 'lshard' }
  * ```
  */
-export interface ShardColumnOption<T = Record<string, unknown>> {
+export interface ShardColumnOption {
   /**
    * A property (an integer column) that receives the logical shard of the row's ID on every
    * insert, for engines that route by a whole column value (Citus, Vitess, PgDog) and cannot read
    * the shard out of the middle of a 64-bit ID. A value the caller sets must be the ID's shard
    * (`MisplacedIdError`), and an update may not change it (`ShardKeyChangedError`).
+   *
+   * A plain `string`, not a key of the row type: adapters that infer the row type from the field
+   * the rule names would otherwise refuse every other name. Each adapter checks it against the
+   * entity when it is defined.
    * @default undefined (no such column)
    */
-  readonly shardColumn?: keyof T & string
+  readonly shardColumn?: string
 }
 
 /**

@@ -43,8 +43,9 @@ export function checkShardedKeys(
       sharding.checkShard(rule.shard, `${meta.className} ({ shard: ${rule.shard} })`)
     }
     checkColumn(meta, key.prop)
-    checkFields(meta, key.spec.rule, metas)
-    checkShardColumnOf(meta, key.prop, key.spec.rule, sharding)
+    const fields = key.spec.rule as unknown as Record<string, unknown>
+    checkFields(meta, fields, metas)
+    checkShardColumnOf(meta, key.prop, fields, sharding)
     if (key.spec.idType === undefined) applyIdType(meta, key.prop, idType)
   }
 }

@@ -8,6 +8,7 @@ import {
   ConfigurationError,
   checkShardRule,
   type IdInput,
+  type ShardColumnOption,
   type ShardKey,
   type StringKeyMode,
 } from '@shardflake/core'
@@ -26,6 +27,9 @@ import {
  *   function may return the parent entity or its ID.
  * - `shard`: a fixed logical shard.
  *
+ * Any of them may add `shardColumn: '<property>'`: an integer property that receives the logical
+ * shard of the row's ID at flush, for engines that route by a column value (Citus, Vitess, PgDog).
+ *
  * @example
  * ```ts
  * { shardBy: 'email' }                          // hash of the email
@@ -34,7 +38,7 @@ import {
  * { shard: 0 }                                  // always shard 0
  * ```
  */
-export type ShardedIdRule<T = Record<string, unknown>> =
+export type ShardedIdRule<T = Record<string, unknown>> = (
   | {
       readonly shardBy: PropertyName<T> | ((entity: T) => ShardKey | null | undefined)
       /** How string keys are read. @default 'auto' */
@@ -44,6 +48,8 @@ export type ShardedIdRule<T = Record<string, unknown>> =
       readonly sameShardAs: PropertyName<T> | ((entity: T) => IdInput | object | null | undefined)
     }
   | { readonly shard: number }
+) &
+  ShardColumnOption
 
 /** A property of `T`, or any name when `T` is not given. */
 type PropertyName<T> = [keyof T & string] extends [never] ? string : keyof T & string
