@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { OrmReport } from '../src/app.ts'
 import { runOrm } from '../src/app.ts'
 import { ORMS } from '../src/blog.ts'
+import type { MoveDemoReport } from '../src/move-demo.ts'
 import { type ExampleServers, sharding, startExampleServers } from '../src/servers.ts'
 
 const run = promisify(execFile)
@@ -89,6 +90,43 @@ describe.each([
       expectAtHome(report)
     }
     expect(code).toBe(0)
+  }, 900_000)
+})
+
+/** `node src/move-demo.ts --json`, as the README's command runs it. */
+async function runMoveDemo(args: string[]): Promise<MoveDemoReport> {
+  const { stdout } = await run(
+    process.execPath,
+    [
+      '--experimental-transform-types',
+      '--no-warnings',
+      '--import',
+      './src/hooks.ts',
+      'src/move-demo.ts',
+      '--json',
+      ...args,
+    ],
+    { cwd: root, maxBuffer: 64 * 1024 * 1024 },
+  )
+  return JSON.parse(stdout) as MoveDemoReport
+}
+
+describe.each([
+  ['postgres', 'typeorm'],
+  ['mariadb', 'prisma'],
+  ['postgres', 'mikro-orm'],
+])('node src/move-demo.ts --dialect=%s --orm=%s', (dialect, orm) => {
+  it('moves shards 0-15 from a to c under writes and reads: nothing lost, misplaced or repeated', async () => {
+    const report = await runMoveDemo([`--dialect=${dialect}`, `--orm=${orm}`])
+    expect(report.acknowledgedOnMovedShards).toBeGreaterThan(0)
+    expect(report.lost).toBe(0)
+    expect(report.misplaced).toBe(0)
+    expect(report.repeated).toBe(0)
+    expect(report.reads).toBeGreaterThan(0)
+    // the rows of shards 0-15 were copied to c and the old copies on a deleted
+    const posts = report.move.tables.find((table) => table.table === 'posts')!
+    expect(posts.rows).toBeGreaterThan(0)
+    expect(report.move.oldCopiesDeleted).toBeGreaterThan(0)
   }, 900_000)
 })
 

@@ -30,6 +30,11 @@ export interface BlogKeyed {
   id: bigint
   shardKey?: string | null | undefined
 }
+export interface BlogTagged {
+  id: bigint
+  tenant: string
+  lshard?: number | null
+}
 
 /** The blog's entities in one of the three forms (legacy, es, defineEntity). */
 export interface BlogEntities {
@@ -38,6 +43,8 @@ export interface BlogEntities {
   Comment: EntityName<BlogComment>
   /** (Any entity: MikroORM 6's defineEntity infers `shardKey` in a shape BlogKeyed cannot name.) */
   Keyed: unknown
+  /** (Any entity, like Keyed.) */
+  Tagged: unknown
 }
 
 /** MikroORM on `url` with the entities and `extensions`; never creates the schema (the tests do). */
@@ -68,10 +75,11 @@ export async function mikroBlog(
 ): Promise<BlogThroughOrm> {
   const { Author, Post, Comment } = entities
   const Keyed = entities.Keyed as EntityName<BlogKeyed>
+  const Tagged = entities.Tagged as EntityName<BlogTagged>
   const orm = await openOrm(
     dialect,
     raw.url,
-    [Author, Post, Comment, Keyed],
+    [Author, Post, Comment, Keyed, ...(source.sharding ? [Tagged] : [])],
     [shardedIds({ source, ...options })],
   )
   const fork = (): EntityManager => orm.em.fork()
@@ -148,6 +156,24 @@ export async function mikroBlog(
         await em.flush()
         throw new Error('rolled back on purpose')
       })
+    },
+    async createTagged(tenant, lshard) {
+      const em = fork()
+      const created = em.create(Tagged, { tenant, lshard } as BlogTagged) as BlogTagged
+      await em.flush()
+      return created.id
+    },
+    async createTaggedMany(tenants) {
+      const em = fork()
+      const created = tenants.map((tenant) => em.create(Tagged, { tenant } as BlogTagged))
+      await em.flush()
+      return created.map((entity) => (entity as BlogTagged).id)
+    },
+    async updateTaggedShard(id, lshard) {
+      const em = fork()
+      const loaded = (await em.findOneOrFail(Tagged, BigInt(id))) as BlogTagged
+      loaded.lshard = lshard
+      await em.flush()
     },
     close: () => orm.close(true),
   }

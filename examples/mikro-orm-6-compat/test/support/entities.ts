@@ -45,7 +45,14 @@ export class Keyed {
   @Property({ type: 'string', nullable: true }) shardKey!: string | null
 }
 
-export const legacyBlog = { Author, Post, Comment, Keyed }
+@Entity({ tableName: 'tagged' })
+export class Tagged {
+  @ShardedId({ shardBy: 'tenant', shardColumn: 'lshard' }) id!: bigint
+  @Property({ type: 'string' }) tenant!: string
+  @Property({ type: 'integer', nullable: true }) lshard?: number
+}
+
+export const legacyBlog = { Author, Post, Comment, Keyed, Tagged }
 
 export const DefinedAuthor = defineEntity({
   name: 'DefinedAuthor',
@@ -80,9 +87,20 @@ export const DefinedKeyed = defineEntity({
   properties: { id: shardedId({ shardBy: 'shardKey' }), shardKey: p.string().nullable() },
 })
 
+export const DefinedTagged = defineEntity({
+  name: 'DefinedTagged',
+  tableName: 'tagged',
+  properties: {
+    id: shardedId({ shardBy: 'tenant', shardColumn: 'lshard' }),
+    tenant: p.string(),
+    lshard: p.integer().nullable(),
+  },
+})
+
 export const definedBlog = {
   Author: DefinedAuthor,
   Post: DefinedPost,
   Comment: DefinedComment,
   Keyed: DefinedKeyed,
+  Tagged: DefinedTagged,
 }
