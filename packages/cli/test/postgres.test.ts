@@ -55,7 +55,7 @@ describe('shardflake sql/install postgres', () => {
       'app_',
     )
     expect(result.code).toBe(0)
-    expect(result.stdout).toMatch(/CREATE SCHEMA IF NOT EXISTS "app_3";/)
+    expect(result.stdout).toMatch(/CREATE SCHEMA "app_3";/)
     expect(result.stdout).toMatch(/CREATE OR REPLACE FUNCTION "app_4"\.next_id\(\) RETURNS bigint/)
     expect(result.stdout).toMatch(new RegExp(`epoch_ms.*\\n.*${Date.parse(epoch)}`))
     expect(result.stdout).toMatch(/'[0-9.]+', 64\);/) // logical_shards recorded with the layout
