@@ -3,9 +3,9 @@
  * extension, routed by `shardedOrms()`. Entities are declared with `defineEntity`, so Node runs
  * this file as it is.
  */
-import { defineEntity, p } from '@mikro-orm/core'
+import { defineEntity, type MikroORM, p } from '@mikro-orm/core'
 import { MikroORM as MariadbOrm } from '@mikro-orm/mariadb'
-import { MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
+import { type AbstractSqlDriver, MikroORM as PostgresOrm } from '@mikro-orm/postgresql'
 import { ShardHomes } from '@shardflake/core'
 import { shardedId, shardedIds, shardedOrms } from '@shardflake/mikro-orm'
 import type { BlogOptions, NewPost, RoutedBlog } from './blog.ts'
@@ -41,7 +41,7 @@ export async function openMikroOrmBlog({
   source,
   directory = shardMap,
 }: BlogOptions): Promise<RoutedBlog> {
-  const servers: Record<string, PostgresOrm> = {}
+  const servers: Record<string, MikroORM<AbstractSqlDriver>> = {}
   for (const [name, clientUrl] of Object.entries(urls)) {
     const options = {
       clientUrl,
@@ -49,11 +49,9 @@ export async function openMikroOrmBlog({
       extensions: [shardedIds({ source })],
       pool: { max: 4 },
     }
-    // One type for both: the example uses no dialect-specific API of the ORM.
+    // An SQL MikroORM for both: the example uses no dialect-specific API of the ORM.
     servers[name] =
-      dialect === 'postgres'
-        ? await PostgresOrm.init(options)
-        : ((await MariadbOrm.init(options)) as unknown as PostgresOrm)
+      dialect === 'postgres' ? await PostgresOrm.init(options) : await MariadbOrm.init(options)
   }
   const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedOrms(homes)

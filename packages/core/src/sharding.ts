@@ -61,7 +61,7 @@ export type ShardRule<T = Record<string, unknown>> = (
  * const rule: ShardRule<{ tenantId: string; lshard: number }> = { shardBy: 'tenantId', shardColumn: 'lshard' }
  * ```
  */
-export interface ShardColumnOption {
+export type ShardColumnOption = {
   /**
    * A property (an integer column) that receives the logical shard of the row's ID on every
    * insert, for engines that route by a whole column value (Citus, Vitess, PgDog) and cannot read

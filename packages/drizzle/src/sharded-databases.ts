@@ -64,6 +64,17 @@ interface InsertHost {
   transaction(run: (tx: unknown) => Promise<unknown>, config?: unknown): Promise<unknown>
 }
 
+/** A server's handle as the router calls it (`shardedDatabases` checked each is a Drizzle database). */
+function insertHost(handle: object): InsertHost {
+  const host = handle as Partial<InsertHost>
+  if (typeof host.insert !== 'function' || typeof host.transaction !== 'function') {
+    throw new ConfigurationError(
+      "A server handle is not a Drizzle database: give ShardHomes each server's drizzle({ client }).",
+    )
+  }
+  return host as InsertHost
+}
+
 /** The part of a Drizzle dialect the home check wraps: it builds every INSERT of the database. */
 interface InsertBuilder {
   buildInsertQuery(config: InsertConfig): unknown
@@ -204,7 +215,7 @@ export class ShardedDatabases<D extends object> {
     )
     const settled = await Promise.allSettled(
       [...groups.values()].map(({ handle, items }) =>
-        (handle as unknown as InsertHost).insert(table).values(items),
+        insertHost(handle).insert(table).values(items),
       ),
     )
     const failed = settled.find((result) => result.status === 'rejected')
@@ -238,7 +249,7 @@ export class ShardedDatabases<D extends object> {
       )
     }
     const { handle } = await this.homes.writeHome(this.shardOfTarget(where))
-    const host = handle as unknown as InsertHost
+    const host = insertHost(handle)
     return (await (config === undefined
       ? host.transaction(run as (tx: unknown) => Promise<unknown>)
       : host.transaction(run as (tx: unknown) => Promise<unknown>, config))) as R

@@ -43,9 +43,8 @@ export function checkShardedKeys(
       sharding.checkShard(rule.shard, `${meta.className} ({ shard: ${rule.shard} })`)
     }
     checkColumn(meta, key.prop)
-    const fields = key.spec.rule as unknown as Record<string, unknown>
-    checkFields(meta, fields, metas)
-    checkShardColumnOf(meta, key.prop, fields, sharding)
+    checkFields(meta, rule, metas)
+    checkShardColumnOf(meta, key.prop, rule, sharding)
     if (key.spec.idType === undefined) applyIdType(meta, key.prop, idType)
   }
 }
@@ -58,7 +57,7 @@ export function checkShardedKeys(
 function checkShardColumnOf(
   meta: EntityMetadata,
   key: EntityProperty,
-  rule: Record<string, unknown>,
+  rule: unknown,
   sharding: Sharding | undefined,
 ): void {
   const name = checkShardColumn(rule, meta.className, {
