@@ -9,6 +9,7 @@ import {
 } from './errors'
 import { checkIdentifier } from './identifier'
 import { checkKnownOptions, describeValue } from './known-options'
+import type { Layout } from './layout'
 import type {
   DirectoryEntry,
   DirectorySnapshot,
@@ -252,6 +253,8 @@ const ROWS_OPTIONS = [
 const TABLE_KEYS = ['name', 'idColumn']
 /** How often a compare-and-set lost to another process is tried again. */
 const CAS_ATTEMPTS = 5
+/** Passes of the copy before the switch: each copies the rows that arrived during the last. */
+const COPY_PASSES = 4
 
 /** The options, checked. */
 interface Checked {
@@ -275,7 +278,9 @@ interface Checked {
  *
  * 1. **Copy** (the shards still serve on the source): every row whose ID carries a moving shard
  *    is copied to the target in ID order, a page at a time, inserted only where missing (a copy
- *    run again skips what is there).
+ *    run again skips what is there). Rows keep arriving ahead of the copy on busy shards: it goes
+ *    in up to four passes, each taking what arrived during the one before, and leaves the rest
+ *    to the switch.
  * 2. **Switch**: the shards become `switching` (a compare-and-set); the move waits the
  *    directory's `maxStaleMs`, after which every process makes writes to them wait (reads still
  *    go to the source). Then it **reconciles**: rows are read from both servers in ID order, page
@@ -747,7 +752,15 @@ function rangeOf(checked: Checked, extra: Partial<RowRange> = {}): RowRange {
   return { shards: checked.shards, shift: checked.shift, mask: checked.mask, ...extra }
 }
 
-/** Copies every row of the moving shards, inserting only where missing. @returns rows read. */
+/**
+ * Copies every row of the moving shards, inserting only where missing. @returns rows read.
+ *
+ * Rows keep arriving while the copy runs, always ahead of it (IDs grow with time), so a copy that
+ * ran to the last row would chase busy shards for ever. It goes in passes instead: a pass ends at
+ * the first page reaching rows made after the pass started, the next pass copies what arrived
+ * meanwhile, and after {@link COPY_PASSES} passes the rest is left to the reconciliation (while
+ * writes wait), which makes the target equal to the source whatever the copy left out.
+ */
 async function copyRows(
   checked: Checked,
   source: RowStore,
@@ -757,16 +770,36 @@ async function copyRows(
   const { batchSize, signal } = checked
   let after: bigint | undefined
   let copied = 0
-  for (;;) {
-    throwIfCancelled(signal, 'the move')
-    const rows = await source.readRows(table, rangeOf(checked, { after, limit: batchSize }), signal)
-    if (rows.length === 0) return copied
-    await target.writeRows(table, rows, 'missing', signal)
-    copied += rows.length
-    after = rows.at(-1)!.id
-    await checked.onProgress({ phase: 'copying', table: table.name, rows: copied })
-    if (rows.length < batchSize) return copied
+  for (let pass = 1; pass <= COPY_PASSES; pass++) {
+    const passStarted = Date.now()
+    let passCopied = 0
+    for (;;) {
+      throwIfCancelled(signal, 'the move')
+      const rows = await source.readRows(
+        table,
+        rangeOf(checked, { after, limit: batchSize }),
+        signal,
+      )
+      if (rows.length === 0) return copied
+      await target.writeRows(table, rows, 'missing', signal)
+      copied += rows.length
+      passCopied += rows.length
+      after = rows.at(-1)!.id
+      await checked.onProgress({ phase: 'copying', table: table.name, rows: copied })
+      if (rows.length < batchSize) return copied
+      if (madeAt(checked.sharding.layout, after) >= passStarted) break
+    }
+    // A pass of one page: the copy has caught up to within a page, the switch does the rest.
+    if (passCopied <= batchSize) break
   }
+  return copied
+}
+
+/** When an ID was made, in ms since 1970 (its time field, read as this layout's). */
+function madeAt(layout: Layout, id: bigint): number {
+  const unsigned = BigInt.asUintN(64, id)
+  const time = (unsigned >> layout.shifts.time) & ((1n << BigInt(layout.timeBits)) - 1n)
+  return layout.epoch + Number(time) * layout.timeUnitMs
 }
 
 /**

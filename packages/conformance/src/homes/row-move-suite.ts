@@ -252,6 +252,8 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
     return {
       ledger,
       counts,
+      /** An ID of `shard` from the application's source. */
+      nextId: (shard: number) => source.nextId(shard),
       writerErrors,
       readerErrors,
       async open(seed: number) {
@@ -627,6 +629,61 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       expect([...(await statesOf(directory))]).toEqual(['a serving'])
       expect(await countMoving('c', tables.posts)).toBe(0)
       await checkEndState(directory, tables, app.ledger)
+    }, 600_000)
+
+    it('finishes while rows arrive faster than it copies them: the copy does not chase the writers', async () => {
+      const tables = await createTables('hot')
+      const directory = await openDirectory('dir_hot')
+      const app = application(directory, tables)
+      await app.open(600)
+      const a = homeServers.server('a')
+      const base = stores.a!
+      let copying = true
+      let pageReads = 0
+      const arrived: string[] = []
+      // Before every page the copy reads, 1.5 pages of new rows arrive on the moving shards.
+      const busySource: RowStore = {
+        checkTable: (table, signal) => base.checkTable(table, signal),
+        async readRows(table, range, signal) {
+          if (copying && table.name === tables.posts) {
+            if (++pageReads > 300) throw new Error('The copy chased the writers: 300 pages read.')
+            const ids = Array.from({ length: 75 }, (_, index) => app.nextId(index % 16).toString())
+            const values = ids.map((_, index) => `($${index + 1}::bigint, 'arrived')`).join(', ')
+            await run(a, `INSERT INTO ${tables.posts} (id, title) VALUES ${values}`, ids)
+            arrived.push(...ids)
+          }
+          return base.readRows(table, range, signal)
+        },
+        writeRows: (table, rows, mode, signal) => base.writeRows(table, rows, mode, signal),
+        deleteRows: (table, ids, signal) => base.deleteRows(table, ids, signal),
+        deleteRange: (table, range, signal) => base.deleteRange(table, range, signal),
+      }
+      const result = await moveShardHomes({
+        sharding,
+        directory,
+        servers: { ...stores, a: busySource },
+        shards: '0-15',
+        to: 'c',
+        tables: [tables.posts, tables.comments],
+        batchSize: 50,
+        onProgress: ({ phase }) => {
+          if (phase !== 'copying') copying = false
+        },
+      })
+      await app.stop()
+      expect([...(await statesOf(directory))]).toEqual(['c serving'])
+      // The copy stopped short of the last rows; the switch brought the rest.
+      expect(result.tables[0]!.repaired).toBeGreaterThan(0)
+      await checkEndState(directory, tables, app.ledger, { server: 'a', shards: MOVING })
+      const onC = new Set(
+        (
+          (await run(homeServers.server('c'), `SELECT id::text AS id FROM ${tables.posts}`)) as {
+            id: string
+          }[]
+        ).map((row) => row.id),
+      )
+      expect(arrived.filter((id) => !onC.has(id))).toEqual([])
+      expect(await countMoving('c', tables.posts)).toBe(await countMoving('a', tables.posts))
     }, 600_000)
 
     it('a target row corrupted during the switch is caught by the checksums: typed error, no flip', async () => {
