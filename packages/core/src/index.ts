@@ -21,6 +21,7 @@ export {
   type FailoverServer,
 } from './failover'
 export type { FanOutOptions, FanOutRun } from './fan-out'
+export { HomesSource, type HomesSourceOptions } from './homes-source'
 export {
   type AllocateAscendingOptions,
   type AllocateOptions,

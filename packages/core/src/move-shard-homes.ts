@@ -201,7 +201,7 @@ export interface MoveShardHomesOptions {
     from: string
     to: string
     signal: AbortSignal | undefined
-  }) => Promise<void>
+  }) => Promise<unknown>
   readonly signal?: AbortSignal
   /** Called at each step; the move waits for what it returns. */
   readonly onProgress?: (progress: RowMoveProgress) => void | Promise<void>

@@ -4,16 +4,20 @@ import {
   ConfigurationError,
   type DirectoryEntry,
   defineSharding,
+  HomesSource,
+  type IdSource,
   InProcessSource,
   InvalidArgumentError,
   InvalidIdentifierError,
   instagram,
+  type MoveShardHomesOptions,
   moveShardHomes,
   type RowStore,
   RowsMismatchError,
   ShardflakeError,
   ShardHomes,
   ShardMap,
+  ShardMovedError,
   ShardMovingError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
@@ -31,6 +35,20 @@ export interface RowMovesSuiteOptions {
   ): { directory: DirectoryUnderTest; end(): Promise<void> }
   /** Opens the dialect's row store on the database at `url` (a pool of its own). */
   openStore(url: string): { store: RowStore; end(): Promise<void> }
+  /**
+   * IDs from the servers: installs the dialect's ID generation on each server for the shards
+   * `map` gives it, opens one source per server (by name), and moves ID generation between
+   * servers (`movePostgresShards` / `moveMysqlShards`) as `moveIds`.
+   */
+  openIdSources(
+    urls: Readonly<Record<string, string>>,
+    sharding: ReturnType<typeof defineSharding>,
+    map: ShardMap<string>,
+  ): Promise<{
+    sources: Record<string, IdSource>
+    moveIds: NonNullable<MoveShardHomesOptions['moveIds']>
+    end(): Promise<void>
+  }>
   /**
    * A Node script (built packages) calling `runRowMoveChild` of
    * `@shardflake/conformance/fixtures/row-move-child.mjs` with the dialect's directory and store.
@@ -113,9 +131,14 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
   }
 
   /** The application: ShardHomes over the directory, with writers and readers and their ledger. */
-  function application(directory: DirectoryUnderTest, tables: { posts: string; comments: string }) {
-    const source = new InProcessSource({ sharding, shards: 'all' })
-    onTestFinished(() => source.close())
+  function application(
+    directory: DirectoryUnderTest,
+    tables: { posts: string; comments: string },
+    serverSources?: Readonly<Record<string, IdSource>>,
+  ) {
+    const inProcess = new InProcessSource({ sharding, shards: 'all' })
+    onTestFinished(() => inProcess.close())
+    let source: IdSource = inProcess
     const ledger: LedgerPost[] = []
     const writerErrors: Record<string, number> = {}
     const readerErrors: Record<string, number> = {}
@@ -132,7 +155,7 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
     }
 
     async function insert(shard: number, doomed: boolean) {
-      const id = source.nextId(shard).toString()
+      const id = (await source.nextId(shard)).toString()
       const { handle } = await homes.writeHome(shard)
       const body = `body ${++serial}`
       await run(
@@ -154,7 +177,7 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       }
       ledger.push(post)
       counts.inserts++
-      const commentId = source.nextId(shard).toString()
+      const commentId = (await source.nextId(shard)).toString()
       post.busy = true
       try {
         const again = await homes.writeHome(shard)
@@ -253,7 +276,7 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       ledger,
       counts,
       /** An ID of `shard` from the application's source. */
-      nextId: (shard: number) => source.nextId(shard),
+      nextId: (shard: number) => inProcess.nextId(shard),
       writerErrors,
       readerErrors,
       async open(seed: number) {
@@ -265,6 +288,7 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
           switchWaitMs: 2000,
         })
         onTestFinished(() => homes.close())
+        if (serverSources) source = new HomesSource({ homes, sources: serverSources })
         for (let index = 0; index < seed; index++) await insert(index % 64, index % 3 === 0)
       },
       start(writers: number, readers: number) {
@@ -285,7 +309,7 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       async stop() {
         running = false
         await Promise.all(loops)
-        source.close()
+        inProcess.close()
       },
     }
   }
@@ -684,6 +708,56 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       )
       expect(arrived.filter((id) => !onC.has(id))).toEqual([])
       expect(await countMoving('c', tables.posts)).toBe(await countMoving('a', tables.posts))
+    }, 600_000)
+
+    it("moves IDs drawn on each shard's home with the rows: none twice, drawn on the new home after the flip", async () => {
+      const tables = await createTables('ids')
+      const directory = await openDirectory('dir_ids')
+      const ids = await options.openIdSources(homeServers.urls, sharding, firstMap)
+      ends.push(ids.end)
+      const app = application(directory, tables, ids.sources)
+      await app.open(600)
+      app.start(3, 1)
+      await sleep(300)
+      const idMoves: string[] = []
+      await moveShardHomes({
+        sharding,
+        directory,
+        servers: stores,
+        shards: '0-15',
+        to: 'c',
+        tables: [tables.posts, tables.comments],
+        batchSize: 100,
+        moveIds: async (move) => {
+          await ids.moveIds(move)
+          idMoves.push(`${move.from}→${move.to}: ${move.shards.length} shards`)
+        },
+      })
+      // Writers go on until 20 more posts of the moved shards were written on their new home.
+      const flippedAt = app.ledger.length
+      for (let waited = 0; ; waited += 50) {
+        const after = app.ledger.slice(flippedAt).filter((post) => post.shard < 16)
+        if (after.length >= 20) break
+        if (waited > 120_000) throw new Error(`Only ${after.length} posts after the flip.`)
+        await sleep(50)
+      }
+      await app.stop()
+      expect(idMoves).toEqual(['a→c: 16 shards'])
+      expect([...(await statesOf(directory))]).toEqual(['c serving'])
+      await checkEndState(directory, tables, app.ledger, { server: 'a', shards: MOVING })
+      const all = app.ledger.flatMap((post) => [post.id, ...post.comments])
+      expect(new Set(all).size).toBe(all.length)
+      expect(app.counts.missing).toBe(0)
+      expect(app.counts.foreign).toBe(0)
+      // The old home refuses the moved shards; the new one draws above every ID it issued.
+      await expect(Promise.resolve(ids.sources.a!.nextId(3))).rejects.toBeInstanceOf(
+        ShardMovedError,
+      )
+      const [last] = await run(
+        homeServers.server('a'),
+        `SELECT id::text AS id FROM ${tables.posts} WHERE ((id >> ${sharding.layout.shifts.shard}) & ${2 ** sharding.layout.shardBits - 1}) = 3 ORDER BY id DESC LIMIT 1`,
+      )
+      expect(BigInt(await ids.sources.c!.nextId(3))).toBeGreaterThan(BigInt(String(last!.id)))
     }, 600_000)
 
     it('a target row corrupted during the switch is caught by the checksums: typed error, no flip', async () => {
