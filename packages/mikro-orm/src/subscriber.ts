@@ -28,6 +28,7 @@ import {
   suppliedIdsTrusted,
   toBigInt,
 } from '@shardflake/core'
+import { insertInIdOrder, insertInIdOrderByDefault } from './ascending-inserts'
 import { checkUpdate, databaseKeys, patchPayload, planFlush, rekey, ruleShard } from './flush'
 import { Placement } from './placement'
 import { checkShardedKeys } from './rules'
@@ -133,9 +134,12 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     this.#registered = true
     const generator = orm.config.get('schemaGenerator')
     generator.ignoreSchema = [...new Set([...(generator.ignoreSchema ?? []), ...this.#schemas])]
+    // Rows of a sharded entity go into each INSERT in ID order (ascending, as AUTO_INCREMENT's).
+    insertInIdOrderByDefault()
     // MikroORM 6 registers extensions after discovery, MikroORM 7 before it.
     const em = (orm as { em?: EntityManager }).em
     if (em) {
+      insertInIdOrder(em.getUnitOfWork().getChangeSetPersister())
       this.checkMetadata(orm.getMetadata().getAll())
       em.getEventManager().registerSubscriber(this)
       return
@@ -218,6 +222,8 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
    * this cannot patch is recomputed with `uow.recomputeSingleChangeSet`.
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
+    // (A MikroORM whose classes are not the ones this package was built with.)
+    insertInIdOrder(uow.getChangeSetPersister())
     await this.place(em, uow)
     this.fillShardColumns(uow)
     this.checkHomes(uow)
