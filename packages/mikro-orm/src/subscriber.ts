@@ -139,7 +139,6 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     // MikroORM 6 registers extensions after discovery, MikroORM 7 before it.
     const em = (orm as { em?: EntityManager }).em
     if (em) {
-      insertInIdOrder(em.getUnitOfWork().getChangeSetPersister())
       this.checkMetadata(orm.getMetadata().getAll())
       em.getEventManager().registerSubscriber(this)
       return
@@ -399,6 +398,9 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  *   (`schemaGenerator.ignoreSchema`).
  * - `em.insert`, `em.insertMany` and query-builder inserts bypass every hook: use
  *   `assignShardedIds()` for them (the NOT NULL key fails loudly if you forget).
+ * - Every INSERT of entities (a flush, `em.insert()` / `em.insertMany()` of instances) sends a
+ *   sharded table's rows in ID order, so it appends to the primary key's B-tree as an
+ *   autoincrement key does; the entities keep their IDs.
  *
  * @example
  * ```ts
