@@ -6,6 +6,7 @@
  * in the order it receives the rows.
  */
 import { defineEntity, type MikroORM, p } from '@mikro-orm/core'
+import { Entity, Property } from '@mikro-orm/decorators/legacy'
 import {
   asAsync,
   type Dialect,
@@ -17,6 +18,7 @@ import {
 import { InProcessSource } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { shardedId, shardedIds } from '../src'
+import { ShardedId } from '../src/legacy'
 import { openOrm } from './support/blog'
 
 const sharding = testSharding(64)
@@ -31,6 +33,12 @@ const Member = defineEntity({
     email: p.string(),
   },
 })
+/** A decorated class, made with `new`: MikroORM runs its `onCreate` while it computes the flush. */
+@Entity({ tableName: 'readers' })
+class Reader {
+  @ShardedId<Reader>({ shardBy: 'email' }) id!: bigint
+  @Property({ type: 'string' }) email!: string
+}
 /** A self-referencing table: a reply references an earlier note of the same batch. */
 const Thread = defineEntity({
   name: 'Thread',
@@ -47,11 +55,13 @@ function schema(dialect: Dialect): string[] {
     return [
       'CREATE TABLE members (id BIGINT NOT NULL PRIMARY KEY, email TEXT NOT NULL, seq BIGSERIAL)',
       'CREATE TABLE threads (id BIGINT NOT NULL PRIMARY KEY, parent_id BIGINT REFERENCES threads, body TEXT NOT NULL, seq BIGSERIAL)',
+      'CREATE TABLE readers (id BIGINT NOT NULL PRIMARY KEY, email TEXT NOT NULL, seq BIGSERIAL)',
     ]
   }
   return [
     'CREATE TABLE members (id BIGINT NOT NULL PRIMARY KEY, email VARCHAR(100) NOT NULL, seq BIGINT NOT NULL AUTO_INCREMENT, KEY (seq))',
     'CREATE TABLE threads (id BIGINT NOT NULL PRIMARY KEY, parent_id BIGINT NULL, body VARCHAR(100) NOT NULL, seq BIGINT NOT NULL AUTO_INCREMENT, KEY (seq), FOREIGN KEY (parent_id) REFERENCES threads (id))',
+    'CREATE TABLE readers (id BIGINT NOT NULL PRIMARY KEY, email VARCHAR(100) NOT NULL, seq BIGINT NOT NULL AUTO_INCREMENT, KEY (seq))',
   ]
 }
 
@@ -77,11 +87,11 @@ for (const dialect of ['mysql', 'postgres'] as const) {
     beforeAll(async () => {
       raw = await freshDatabase(dialect, `h24_ascending_mikro_${dialect}`)
       for (const sql of schema(dialect)) await raw.query(sql)
-      orm = await openOrm(dialect, raw.url, [Member, Thread], [shardedIds({ source })])
+      orm = await openOrm(dialect, raw.url, [Member, Thread, Reader], [shardedIds({ source })])
       asyncOrm = await openOrm(
         dialect,
         raw.url,
-        [Member, Thread],
+        [Member, Thread, Reader],
         [shardedIds({ source: asAsync(source) })],
       )
     })
@@ -92,16 +102,19 @@ for (const dialect of ['mysql', 'postgres'] as const) {
     })
 
     /** The IDs of the rows whose email starts with `prefix`, in the order the server got them. */
-    async function stored(prefix: string): Promise<{ id: bigint; email: string }[]> {
+    async function stored(
+      prefix: string,
+      table = 'members',
+    ): Promise<{ id: bigint; email: string }[]> {
       const cast = dialect === 'postgres' ? 'id::text' : 'CAST(id AS CHAR)'
       const rows = await raw.query(
-        `SELECT ${cast} AS id, email FROM members WHERE email LIKE '${prefix}-%' ORDER BY seq`,
+        `SELECT ${cast} AS id, email FROM ${table} WHERE email LIKE '${prefix}-%' ORDER BY seq`,
       )
       return rows.map((row) => ({ id: BigInt(String(row.id)), email: String(row.email) }))
     }
 
-    async function expectAscending(prefix: string, count: number): Promise<void> {
-      const rows = await stored(prefix)
+    async function expectAscending(prefix: string, count: number, table = 'members') {
+      const rows = await stored(prefix, table)
       expect(rows).toHaveLength(count)
       for (let i = 1; i < rows.length; i++) {
         expect(rows[i]!.id > rows[i - 1]!.id, `row ${i} of ${prefix}`).toBe(true)
@@ -126,12 +139,12 @@ for (const dialect of ['mysql', 'postgres'] as const) {
 
     it('new + em.persist() then flush', async () => {
       const em = orm.em.fork()
-      const members = shuffledEmails('persisted', 300).map((email) =>
-        Object.assign(new Member.class(), { email }),
+      const readers = shuffledEmails('persisted', 300).map((email) =>
+        Object.assign(new Reader(), { email }),
       )
-      em.persist(members)
+      em.persist(readers)
       await em.flush()
-      await expectAscending('persisted', 300)
+      await expectAscending('persisted', 300, 'readers')
     })
 
     it('keys placed at flush (shard key set after em.create())', async () => {
