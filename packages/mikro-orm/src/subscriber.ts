@@ -221,7 +221,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
    * this cannot patch is recomputed with `uow.recomputeSingleChangeSet`.
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
-    // (A MikroORM whose classes are not the ones this package was built with.)
+    // Also when the ORM's @mikro-orm/core is another copy than the one this package imports.
     insertInIdOrder(uow.getChangeSetPersister())
     await this.place(em, uow)
     this.fillShardColumns(uow)
