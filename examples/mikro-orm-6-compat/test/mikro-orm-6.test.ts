@@ -83,6 +83,26 @@ describe('with an in-process (sync) source', () => {
     ).toBe(1)
   })
 
+  it('sends a flush of many shards in ID order (IDs given one at a time as MikroORM 6 computes the flush)', async () => {
+    // The order the server received the rows in (the entities do not map it).
+    await raw.query('ALTER TABLE authors ADD COLUMN IF NOT EXISTS seq BIGSERIAL')
+    const em = syncOrm.em.fork()
+    const emails = Array.from({ length: 200 }, (_, i) => `order6-${(i * 7919) % 200}@example.com`)
+    const authors = emails.map((email) => em.create(Author, { email }))
+    await em.flush()
+    const given = authors.map((author) => BigInt(String(author.id)))
+    expect(given.every((id, i) => i === 0 || id > given[i - 1]!)).toBe(false)
+    const rows = await raw.query(
+      "SELECT id::text AS id, email FROM authors WHERE email LIKE 'order6-%' ORDER BY seq",
+    )
+    expect(rows).toHaveLength(200)
+    const ids = rows.map((row) => BigInt(String(row.id)))
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!, `row ${i}`).toBe(true)
+    expect([...ids].sort((a, b) => (a < b ? -1 : 1))).toEqual(
+      [...given].sort((a, b) => (a < b ? -1 : 1)),
+    )
+  })
+
   it('gives the ID at em.create() with processOnCreateHooksEarly', async () => {
     const orm = await PostgresOrm.init({
       clientUrl: raw.url,

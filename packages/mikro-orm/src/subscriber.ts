@@ -28,6 +28,7 @@ import {
   suppliedIdsTrusted,
   toBigInt,
 } from '@shardflake/core'
+import { insertInIdOrder, insertInIdOrderByDefault } from './ascending-inserts'
 import { checkUpdate, databaseKeys, patchPayload, planFlush, rekey, ruleShard } from './flush'
 import { Placement } from './placement'
 import { checkShardedKeys } from './rules'
@@ -133,6 +134,8 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     this.#registered = true
     const generator = orm.config.get('schemaGenerator')
     generator.ignoreSchema = [...new Set([...(generator.ignoreSchema ?? []), ...this.#schemas])]
+    // Rows of a sharded entity go into each INSERT in ID order (ascending, as AUTO_INCREMENT's).
+    insertInIdOrderByDefault()
     // MikroORM 6 registers extensions after discovery, MikroORM 7 before it.
     const em = (orm as { em?: EntityManager }).em
     if (em) {
@@ -218,6 +221,8 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
    * this cannot patch is recomputed with `uow.recomputeSingleChangeSet`.
    */
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
+    // Also when the ORM's @mikro-orm/core is another copy than the one this package imports.
+    insertInIdOrder(uow.getChangeSetPersister())
     await this.place(em, uow)
     this.fillShardColumns(uow)
     this.checkHomes(uow)
@@ -393,6 +398,9 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
  *   (`schemaGenerator.ignoreSchema`).
  * - `em.insert`, `em.insertMany` and query-builder inserts bypass every hook: use
  *   `assignShardedIds()` for them (the NOT NULL key fails loudly if you forget).
+ * - Every INSERT of entities (a flush, `em.insert()` / `em.insertMany()` of instances) sends a
+ *   sharded table's rows in ID order, so it appends to the primary key's B-tree as an
+ *   autoincrement key does; the entities keep their IDs.
  *
  * @example
  * ```ts
