@@ -25,6 +25,8 @@ import { type NewPost, ORMS, type OrmName, type RoutedBlog } from './blog.ts'
 import { type ExampleDialect, sharding, shardMap, startExampleServers } from './servers.ts'
 
 const { values } = parseArgs({
+  // `pnpm start -- --dialect=mariadb` passes the `--` on.
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
   options: {
     dialect: { type: 'string', default: 'postgres' },
     orm: { type: 'string', default: ORMS.join(',') },

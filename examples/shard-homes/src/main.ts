@@ -11,6 +11,8 @@ import { ORMS, type OrmName } from './blog.ts'
 import { type ExampleDialect, startExampleServers } from './servers.ts'
 
 const { values } = parseArgs({
+  // `pnpm start -- --dialect=mariadb` passes the `--` on.
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
   options: {
     dialect: { type: 'string', default: 'postgres' },
     orm: { type: 'string', default: ORMS.join(',') },

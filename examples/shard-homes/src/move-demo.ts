@@ -142,6 +142,8 @@ async function checkAfterMove(database: ExampleDatabase, acknowledged: ReadonlyS
 }
 
 const { values } = parseArgs({
+  // `pnpm start -- --dialect=mariadb` passes the `--` on.
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
   options: {
     dialect: { type: 'string', default: 'postgres' },
     orm: { type: 'string', default: 'typeorm' },
