@@ -119,6 +119,8 @@ interface Reading {
   readonly sentAt: number
   /** `Date.now()` when the read was sent (a suspended machine stops the monotonic clock). */
   readonly sentAtWall: number
+  /** The entries looked up so far, by logical shard: each shard is searched for once. */
+  readonly byShard: Map<number, DirectoryEntry>
 }
 
 /**
@@ -165,6 +167,12 @@ export class ShardHomes<H> {
   private readonly switchWaitMs: number
   private reading!: Reading
   private inFlight: { promise: Promise<Reading>; sentAt: number } | undefined
+  /**
+   * The reading found fresh, by less than half its `maxStaleMs`, earlier in this synchronous
+   * turn (cleared by a microtask): the many per-row checks of one write read the clocks once
+   * (each read costs microseconds on some virtual machines).
+   */
+  private freshThisTurn: Reading | undefined
   private lastFailure: unknown
   private timer: ReturnType<typeof setTimeout> | undefined
   private closed = false
@@ -415,9 +423,10 @@ export class ShardHomes<H> {
     throwIfCancelled(signal, 'writeGroups')
     const distinct = [...new Set(shards)]
     const reading = this.servingNow(distinct) ?? (await this.waitServing(distinct, signal))
+    const serverOf = new Map(distinct.map((shard) => [shard, this.entryOf(reading, shard).server]))
     const groups = new Map<string, WriteGroup<H, T>>()
     items.forEach((item, index) => {
-      const server = this.entryOf(reading, shards[index]!).server
+      const server = serverOf.get(shards[index]!)!
       let group = groups.get(server)
       if (!group) {
         group = { handle: this.handleOf(server), items: [] }
@@ -628,7 +637,7 @@ export class ShardHomes<H> {
         )
       }
     }
-    return { snapshot, homes, sentAt, sentAtWall }
+    return { snapshot, homes, sentAt, sentAtWall, byShard: new Map() }
   }
 
   /** Starts a read shared by every caller until it settles, and adopts its result. */
@@ -684,7 +693,17 @@ export class ShardHomes<H> {
   private freshReading(): Reading {
     this.checkOpen()
     const reading = this.reading
-    if (this.isFresh(reading)) return reading
+    if (reading === this.freshThisTurn) return reading
+    const age = this.ageOf(reading)
+    if (age < reading.snapshot.maxStaleMs) {
+      if (age < reading.snapshot.maxStaleMs / 2 && this.freshThisTurn === undefined) {
+        this.freshThisTurn = reading
+        queueMicrotask(() => {
+          this.freshThisTurn = undefined
+        })
+      }
+      return reading
+    }
     if (!this.inFlight) this.startRead()
     throw this.staleError(reading)
   }
@@ -739,6 +758,8 @@ export class ShardHomes<H> {
   }
 
   private entryOf(reading: Reading, shard: number): DirectoryEntry {
+    const known = reading.byShard.get(shard)
+    if (known !== undefined) return known
     this.sharding.checkShard(shard)
     if (!reading.homes.has(shard)) {
       throw new ShardOutOfRangeError(
@@ -746,7 +767,9 @@ export class ShardHomes<H> {
         `Logical shard ${shard} has no home in the shard directory (it places ${formatShardList(reading.homes.shards())}): add it to the directory before using it.`,
       )
     }
-    return reading.homes.targetFor(shard)
+    const entry = reading.homes.targetFor(shard)
+    reading.byShard.set(shard, entry)
+    return entry
   }
 
   private shardsOf<T>(items: readonly T[], shardOf: (item: T) => number): number[] {

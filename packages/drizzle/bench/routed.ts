@@ -1,51 +1,117 @@
 /**
- * What routing by `shardedDatabases()` costs, on PostgreSQL with Drizzle 0.45: three databases of
- * the test server stand in for three servers a, b, c (shards 0-20, 21-41, 42-63 of 64).
+ * What routing by `shardedDatabases()` costs, Drizzle 0.45 (node-postgres) on PostgreSQL (after
+ * `pnpm --filter @shardflake/drizzle build`):
  *
- * 1. One `sharded.insert(posts, rows)` of 1000 rows spread over the three: how many INSERT
- *    statements each database ran, counted by a statement-level trigger in the database itself.
- * 2. The router's overhead: the same write (rows of shards on server a, given their IDs by
- *    `ids.assign`) through `sharded.insert(posts, rows)`, and directly as
- *    `db.insert(posts).values(await ids.assign(posts, rows))` on a Drizzle database of server a
- *    that is not routed. Rounds alternate which goes first; each round times `--inserts` INSERTs
- *    of `--size` rows per mode; the ratio is the median of the per-round ratios (router time ÷
- *    direct time), with the smallest and largest in brackets.
- * 3. The same two writes built (`toSQL()`) but not sent: the router's work in the process alone.
+ *   node bench/routed.ts [--json]     (ROUNDS=11, DB_PREFIX=sf_bench_routed_drizzle_)
  *
- *   node bench/routed.ts [--rounds=11] [--sizes=1,1000] [--json=results/routed-0.45.json]
- *   (after `pnpm --filter @shardflake/drizzle build`; PG_URL elsewhere than
- *   postgres://postgres@127.0.0.1:5432/test)
+ * Three databases of one PostgreSQL server (PG_URL, default
+ * postgres://postgres@127.0.0.1:5432/test) play servers a, b and c (logical shards 0-20, 21-41,
+ * 42-63 of 64), each a Drizzle database; they are dropped at the end.
+ *
+ * 1. Statements: one `sharded.insert(keyed, rows)` of 1000 rows over the 64 shards. Each database
+ *    counts the INSERT statements on `keyed` with a statement-level trigger; the statements
+ *    Drizzle sent each server are counted by its logger.
+ * 2. Overhead: the same INSERT of rows of server a's shards through the router and as
+ *    `db.insert(keyed).values(await ids.assign(keyed, rows))` on a Drizzle database of server a
+ *    that is not routed (same source), in rounds of A-B-B-A slices of back-to-back INSERTs (which
+ *    side goes first alternates). Ratio = router time / direct time per round (above 1: the
+ *    router is slower): median over the rounds after a warm-up, with the smallest and largest
+ *    round; the same for this process's CPU time.
  */
-import { writeFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
 import { defineSharding, InProcessSource, instagram, ShardHomes, ShardMap } from '@shardflake/core'
 import { shardedDatabases, shardedId, shardedIds } from '@shardflake/drizzle'
-import { drizzle } from 'drizzle-orm/node-postgres'
+import { sql } from 'drizzle-orm'
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { bigint, pgTable, text } from 'drizzle-orm/pg-core'
 import pg from 'pg'
 
-const args = new Map(
-  process.argv.slice(2).map((arg) => {
-    const [key, value] = arg.replace(/^--/, '').split('=')
-    return [key!, value ?? 'true'] as const
-  }),
-)
-const rounds = Number(args.get('rounds') ?? 11)
-const sizes = (args.get('sizes') ?? '1,1000').split(',').map(Number)
-const jsonOut = args.get('json')
+const json = process.argv.includes('--json')
+const rounds = Number(process.env.ROUNDS ?? 11)
 const base = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-const urlOf = (database: string) => {
-  const url = new URL(base)
-  url.pathname = `/${database}`
-  return url.toString()
+const prefix = process.env.DB_PREFIX ?? 'sf_bench_routed_drizzle_'
+if (!/^[a-z_][a-z0-9_]{0,40}$/.test(prefix))
+  throw new Error(`DB_PREFIX: not a safe name: ${prefix}`)
+const NAMES = ['a', 'b', 'c'] as const
+const log = (line: string) => {
+  if (!json) console.log(line)
 }
-const SERVERS = ['a', 'b', 'c'] as const
-const databaseOf = (server: string) => `sf_drz_routed_bench_${server}`
 
-const posts = pgTable('posts', {
-  id: shardedId(bigint({ mode: 'bigint' }), { shardBy: 'tenantId' }).primaryKey(),
-  tenantId: bigint('tenant_id', { mode: 'bigint' }).notNull(),
-  title: text().notNull(),
+const keyed = pgTable('keyed', {
+  id: shardedId(bigint({ mode: 'bigint' }), { shardBy: 'shardKey' }).primaryKey(),
+  shardKey: text('shard_key').notNull(),
 })
+
+const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
+const source = new InProcessSource({ sharding, shards: 'all' })
+const map = new ShardMap(sharding, [
+  { from: 0, to: 20, target: 'a' },
+  { from: 21, to: 41, target: 'b' },
+  { from: 42, to: 63, target: 'c' },
+])
+
+const loadavgStart = loadavg()
+log(`load average at start: ${loadavgStart.map((n) => n.toFixed(1)).join(' ')}`)
+const urls = await createDatabases()
+const pools: pg.Pool[] = []
+const sentCounts: Record<string, number> = {}
+const servers: Record<string, NodePgDatabase> = {}
+for (const name of NAMES) {
+  sentCounts[name] = 0
+  servers[name] = open(urls[name]!, () => {
+    sentCounts[name]!++
+  })
+}
+// Server a's database through a Drizzle database that is not routed, logging the same way.
+const direct = open(urls.a!, () => {})
+const ids = shardedIds(servers.a!, { source, schema: { keyed } })
+const homes = await ShardHomes.open({ sharding, servers, directory: map })
+const sharded = shardedDatabases(homes, ids)
+
+function open(url: string, onQuery: () => void): NodePgDatabase {
+  const pool = new pg.Pool({ connectionString: url, max: 2 })
+  pools.push(pool)
+  return drizzle({ client: pool, logger: { logQuery: onQuery } })
+}
+
+// 1. One 1000-row INSERT over three servers.
+const spread = Array.from({ length: 1000 }, (_, i) => ({ shardKey: String(i % 64) }))
+const statementsBefore = await insertStatements()
+const sentBefore = NAMES.map((name) => sentCounts[name]!)
+await sharded.insert(keyed, spread)
+// (Read before the counters below: they are read through the same ORMs.)
+const sent = Object.fromEntries(NAMES.map((name, i) => [name, sentCounts[name]! - sentBefore[i]!]))
+const statementsAfter = await insertStatements()
+const statements = Object.fromEntries(
+  NAMES.map((name, i) => [name, statementsAfter[i]! - statementsBefore[i]!]),
+)
+const rowsOn = Object.fromEntries(
+  await Promise.all(
+    NAMES.map(async (name) => [name, await count(servers[name]!, 'SELECT count(*) FROM keyed')]),
+  ),
+)
+log(
+  `one 1000-row insert over 3 servers: INSERT statements ${JSON.stringify(statements)}, statements sent ${JSON.stringify(sent)}, rows ${JSON.stringify(rowsOn)}`,
+)
+
+// 2. Router against the same write on one server that is not routed.
+const rowsOf = (size: number) =>
+  Array.from({ length: size }, (_, i) => ({ shardKey: String(i % 21) }))
+const overhead = await compare({
+  router: (size) => sharded.insert(keyed, rowsOf(size)),
+  direct: async (size) => direct.insert(keyed).values(await ids.assign(keyed, rowsOf(size))),
+  reset: () => direct.execute(sql`DELETE FROM keyed`),
+})
+
+const results = { loadavgStart, statements, sent, rowsOn, overhead, loadavgEnd: loadavg() }
+if (json) console.log(JSON.stringify(results, null, 2))
+ids.close()
+await homes.close()
+for (const pool of pools) await pool.end()
+await source.close()
+await dropDatabases()
+
+// --- the harness shared by the routed benchmarks of the adapters (same shape in each) ---
 
 async function admin(statement: string): Promise<void> {
   const client = new pg.Client({ connectionString: base })
@@ -57,185 +123,107 @@ async function admin(statement: string): Promise<void> {
   }
 }
 
-const pools: pg.Pool[] = []
-function pool(server: string): pg.Pool {
-  const made = new pg.Pool({ connectionString: urlOf(databaseOf(server)), max: 2 })
-  pools.push(made)
+async function count(db: NodePgDatabase, query: string): Promise<number> {
+  const { rows } = await db.execute<{ count: string }>(sql.raw(query))
+  return Number(rows[0]!.count)
+}
+
+async function insertStatements(): Promise<number[]> {
+  return Promise.all(
+    NAMES.map((name) => count(servers[name]!, 'SELECT count(*) FROM insert_statements')),
+  )
+}
+
+/** Creates (afresh) the three databases with `keyed` and its statement counter. */
+async function createDatabases(): Promise<Record<string, string>> {
+  const made: Record<string, string> = {}
+  for (const name of NAMES) {
+    const database = `${prefix}${name}`
+    await admin(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    await admin(`CREATE DATABASE ${database}`)
+    const url = new URL(base)
+    url.pathname = `/${database}`
+    made[name] = url.toString()
+    const client = new pg.Client({ connectionString: made[name] })
+    await client.connect()
+    for (const statement of [
+      'CREATE TABLE keyed (id BIGINT PRIMARY KEY, shard_key TEXT NOT NULL)',
+      'CREATE TABLE insert_statements (n INT NOT NULL)',
+      `CREATE FUNCTION count_insert_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN INSERT INTO insert_statements VALUES (1); RETURN NULL; END $$`,
+      'CREATE TRIGGER keyed_insert_statements AFTER INSERT ON keyed FOR EACH STATEMENT EXECUTE FUNCTION count_insert_statement()',
+    ]) {
+      await client.query(statement)
+    }
+    await client.end()
+  }
   return made
 }
 
-for (const server of SERVERS) {
-  await admin(`DROP DATABASE IF EXISTS ${databaseOf(server)} WITH (FORCE)`)
-  await admin(`CREATE DATABASE ${databaseOf(server)}`)
-  const setup = pool(server)
-  for (const statement of [
-    'CREATE TABLE posts (id BIGINT PRIMARY KEY, tenant_id BIGINT NOT NULL, title TEXT NOT NULL)',
-    'CREATE TABLE insert_statements (n BIGINT NOT NULL)',
-    `CREATE FUNCTION count_insert_statement() RETURNS trigger LANGUAGE plpgsql AS $$
-     BEGIN INSERT INTO insert_statements VALUES (1); RETURN NULL; END $$`,
-    'CREATE TRIGGER posts_insert_statements AFTER INSERT ON posts FOR EACH STATEMENT EXECUTE FUNCTION count_insert_statement()',
-  ]) {
-    await setup.query(statement)
-  }
+async function dropDatabases(): Promise<void> {
+  for (const name of NAMES) await admin(`DROP DATABASE IF EXISTS ${prefix}${name} WITH (FORCE)`)
 }
 
-const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
-const source = new InProcessSource({ sharding, shards: 'all' })
-const dbs = Object.fromEntries(SERVERS.map((server) => [server, drizzle({ client: pool(server) })]))
-const direct = drizzle({ client: pool('a') }) // server a, not routed
-const ids = shardedIds(dbs.a!, { source, schema: { posts } })
-const homes = await ShardHomes.open({
-  sharding,
-  servers: dbs,
-  directory: new ShardMap(sharding, [
-    { from: 0, to: 20, target: 'a' },
-    { from: 21, to: 41, target: 'b' },
-    { from: 42, to: 63, target: 'c' },
-  ]),
-})
-const sharded = shardedDatabases(homes, ids)
-
-async function statementCounts(): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {}
-  for (const server of SERVERS) {
-    const { rows } = await pools[SERVERS.indexOf(server)]!.query(
-      'SELECT count(*)::int AS n FROM insert_statements',
-    )
-    counts[server] = (rows[0] as { n: number }).n
-  }
-  return counts
-}
-
-// 1. A 1000-row insert spread over the three servers.
-const before = await statementCounts()
-const spread = Array.from({ length: 1000 }, (_, i) => ({
-  tenantId: BigInt(i % 64),
-  title: `spread ${i}`,
-}))
-await sharded.insert(posts, spread)
-const after = await statementCounts()
-const statements = Object.fromEntries(SERVERS.map((s) => [s, after[s]! - before[s]!]))
-const rowsPerServer = Object.fromEntries(
-  SERVERS.map((s) => [
-    s,
-    spread.filter((row) => homes.serverOf(sharding.shardOfId(row.id!)) === s).length,
-  ]),
-)
-console.log(
-  '1000 rows over three servers: INSERT statements per server',
-  statements,
-  'rows',
-  rowsPerServer,
-)
-
-// 2. The router against the same write straight on server a.
-const median = (values: number[]) => {
+function median(values: number[]): number {
   const sorted = [...values].sort((x, y) => x - y)
   const mid = sorted.length >> 1
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
-let serial = 0
-const rowsOf = (size: number) =>
-  Array.from({ length: size }, () => ({ tenantId: BigInt(serial++ % 21), title: 'bench' }))
 
-const modes = {
-  router: async (size: number) => {
-    await sharded.insert(posts, rowsOf(size))
-  },
-  direct: async (size: number) => {
-    await direct.insert(posts).values(await ids.assign(posts, rowsOf(size)))
-  },
+/** Wall time and this process's CPU time (user + system) of `times` runs, in ms. */
+async function timed(run: () => Promise<unknown>, times: number) {
+  const start = performance.now()
+  const cpu = process.cpuUsage()
+  for (let i = 0; i < times; i++) await run()
+  const used = process.cpuUsage(cpu)
+  return { ms: performance.now() - start, cpu: (used.user + used.system) / 1000 }
 }
 
-const results: Record<string, unknown>[] = []
-for (const size of sizes) {
-  const inserts = Number(args.get('inserts') ?? (size === 1 ? 300 : 5))
-  const ratios: number[] = []
-  const times: Record<string, number[]> = { router: [], direct: [] }
-  for (let round = -1; round < rounds; round++) {
-    const order =
-      (round & 1) === 0 ? (['router', 'direct'] as const) : (['direct', 'router'] as const)
-    const took: Record<string, number> = {}
-    for (const mode of order) {
-      const started = performance.now()
-      for (let i = 0; i < inserts; i++) await modes[mode](size)
-      took[mode] = performance.now() - started
+/** Router against direct, single rows and 1000 rows, A-B-B-A per round, a warm-up round. */
+async function compare(sides: {
+  router: (size: number) => Promise<unknown>
+  direct: (size: number) => Promise<unknown>
+  reset: () => Promise<unknown>
+}) {
+  const shapes = [
+    { name: '1 row', rows: 1, times: Number(process.env.SINGLE_TIMES ?? 100) },
+    { name: '1000 rows', rows: 1000, times: Number(process.env.BATCH_TIMES ?? 3) },
+  ]
+  const out: Record<string, unknown> = {}
+  for (const shape of shapes) {
+    const wall: number[] = []
+    const cpu: number[] = []
+    const ms = { router: [] as number[], direct: [] as number[] }
+    for (let round = -1; round < rounds; round++) {
+      const router = () => sides.router(shape.rows)
+      const plain = () => sides.direct(shape.rows)
+      const [first, second] = round % 2 === 0 ? [router, plain] : [plain, router]
+      const t1 = await timed(first, shape.times)
+      const t2 = await timed(second, shape.times)
+      const t3 = await timed(second, shape.times)
+      const t4 = await timed(first, shape.times)
+      const outer = { ms: t1.ms + t4.ms, cpu: t1.cpu + t4.cpu }
+      const inner = { ms: t2.ms + t3.ms, cpu: t2.cpu + t3.cpu }
+      const [r, d] = first === router ? [outer, inner] : [inner, outer]
+      await sides.reset()
+      if (round < 0) continue // warm-up
+      wall.push(r.ms / d.ms)
+      cpu.push(r.cpu / d.cpu)
+      ms.router.push(r.ms / (2 * shape.times))
+      ms.direct.push(d.ms / (2 * shape.times))
     }
-    if (round < 0) continue // warm-up
-    times.router!.push(took.router!)
-    times.direct!.push(took.direct!)
-    ratios.push(took.router! / took.direct!)
-  }
-  const result = {
-    size,
-    inserts,
-    rounds,
-    routerMsPerInsert: median(times.router!) / inserts,
-    directMsPerInsert: median(times.direct!) / inserts,
-    ratio: median(ratios),
-    ratioMin: Math.min(...ratios),
-    ratioMax: Math.max(...ratios),
-  }
-  results.push(result)
-  console.log(
-    `${size}-row INSERTs on one server: router ÷ direct = ${result.ratio.toFixed(3)} [${result.ratioMin.toFixed(3)}-${result.ratioMax.toFixed(3)}] (median ms per INSERT: router ${result.routerMsPerInsert.toFixed(2)}, direct ${result.directMsPerInsert.toFixed(2)})`,
-  )
-}
-
-// 3. The same, without the database: what the router adds in the process (placing the rows by
-// server, checking each row's home while Drizzle builds the INSERT), against building the same
-// INSERT on a database that is not routed. IDs are assigned in both.
-const cpu: Record<string, unknown>[] = []
-for (const size of sizes) {
-  const builds = size === 1 ? 2000 : 20
-  const ratios: number[] = []
-  const build = {
-    router: async () => {
-      const rows = await ids.assign(posts, rowsOf(size))
-      const groups = await homes.writeGroups(rows, (row) => sharding.shardOfId(row.id!))
-      for (const { handle, items } of groups.values()) handle.insert(posts).values(items).toSQL()
-    },
-    direct: async () => {
-      direct
-        .insert(posts)
-        .values(await ids.assign(posts, rowsOf(size)))
-        .toSQL()
-    },
-  }
-  for (let round = -1; round < rounds; round++) {
-    const order =
-      (round & 1) === 0 ? (['router', 'direct'] as const) : (['direct', 'router'] as const)
-    const took: Record<string, number> = {}
-    for (const mode of order) {
-      const started = performance.now()
-      for (let i = 0; i < builds; i++) await build[mode]()
-      took[mode] = performance.now() - started
+    const summary = {
+      rounds,
+      savesPerSlice: shape.times,
+      wall: { median: median(wall), min: Math.min(...wall), max: Math.max(...wall) },
+      cpu: { median: median(cpu), min: Math.min(...cpu), max: Math.max(...cpu) },
+      msPerSave: { router: median(ms.router), direct: median(ms.direct) },
     }
-    if (round >= 0) ratios.push(took.router! / took.direct!)
+    out[shape.name] = summary
+    const f = (n: number) => n.toFixed(3)
+    log(
+      `${shape.name}: router / direct wall ${f(summary.wall.median)} (${f(summary.wall.min)}..${f(summary.wall.max)}), client CPU ${f(summary.cpu.median)} (${f(summary.cpu.min)}..${f(summary.cpu.max)}); median ms per save: router ${summary.msPerSave.router.toFixed(2)}, direct ${summary.msPerSave.direct.toFixed(2)}`,
+    )
   }
-  const result = {
-    size,
-    builds,
-    ratio: median(ratios),
-    ratioMin: Math.min(...ratios),
-    ratioMax: Math.max(...ratios),
-  }
-  cpu.push(result)
-  console.log(
-    `${size}-row INSERTs built, not sent: router ÷ direct = ${result.ratio.toFixed(3)} [${result.ratioMin.toFixed(3)}-${result.ratioMax.toFixed(3)}]`,
-  )
+  return out
 }
-
-if (jsonOut) {
-  writeFileSync(
-    new URL(jsonOut, new URL('./', import.meta.url)),
-    `${JSON.stringify({ date: new Date().toISOString(), statements, rowsPerServer, results, cpu }, null, 2)}\n`,
-  )
-}
-
-ids.close()
-await homes.close()
-await source.close()
-for (const made of pools) await made.end()
-for (const server of SERVERS)
-  await admin(`DROP DATABASE IF EXISTS ${databaseOf(server)} WITH (FORCE)`)

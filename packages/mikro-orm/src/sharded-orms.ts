@@ -106,7 +106,9 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
    * cascade), each on the server holding its shard (the one its ID names, or its rule gives: its
    * shard key, or its parent's ID), and flushes: one `em.create()` batch and one flush per
    * server, run at once. While a shard is being moved, waits for the move to finish (core's
-   * `writeGroups`).
+   * `writeGroups`). MikroORM splits each server's flush into INSERTs of `batchSize` rows (300 by
+   * default): open the instances with a `batchSize` covering a server's share of `data` for one
+   * INSERT per server and table.
    * @returns the created entities, in the order of `data`, with their IDs.
    * @throws MissingShardKeyError when a rule cannot be evaluated (no key, no parent).
    * @throws ShardMovingError, DirectoryStaleError (retryable) as core's `writeGroups`.
