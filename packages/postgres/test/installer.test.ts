@@ -14,6 +14,7 @@ import {
   installPostgres,
   readInstalledSharding,
   readInstalledShards,
+  SQL_VERSION,
   setDefault,
 } from '../src/index'
 import { createDatabase, dropDatabase, raw, sharding } from './helpers'
@@ -176,7 +177,7 @@ describe('no error handlers in the installed functions (Citus runs them inside d
     expect(genAfter - genBefore).toBeGreaterThanOrEqual(5n)
   })
 
-  it('upgrades an installation of SQL version 5: handlers gone, the sequence goes on, the shard recorded as version 6', async () => {
+  it('upgrades an installation of SQL version 5: handlers gone, the sequence goes on, the shard recorded as the current version', async () => {
     const DB5 = 'sf_pg_install_v5'
     const url5 = await createDatabase(DB5)
     const pool5 = new pg.Pool({ connectionString: url5, max: 2 })
@@ -208,8 +209,8 @@ describe('no error handlers in the installed functions (Citus runs them inside d
         'SELECT shard, version FROM shardflake.shards ORDER BY shard',
       )
       expect(versions).toEqual([
-        { shard: 9, version: '6' },
-        { shard: 10, version: '6' },
+        { shard: 9, version: SQL_VERSION },
+        { shard: 10, version: SQL_VERSION },
       ])
       await new Promise((resolve) => setTimeout(resolve, 80))
       const after = await raw<{ id: string }>(
@@ -223,6 +224,56 @@ describe('no error handlers in the installed functions (Citus runs them inside d
     } finally {
       await pool5.end()
       await dropDatabase(DB5)
+    }
+  })
+  it('upgrades an installation of SQL version 6 in place while a session keeps drawing through a prepared statement', async () => {
+    const DB6 = 'sf_pg_install_v6'
+    const url6 = await createDatabase(DB6)
+    const pool6 = new pg.Pool({ connectionString: url6, max: 2 })
+    pool6.on('error', () => undefined)
+    const drawer = new pg.Client({ connectionString: url6 })
+    try {
+      const v6 = readFileSync(new URL('./fixtures/sql-v6-shard-9.sql', import.meta.url), 'utf8')
+      await raw(url6, v6)
+      await raw(url6, 'CREATE TABLE t (id bigint PRIMARY KEY DEFAULT shard_9.next_id(), n int)')
+      await drawer.connect()
+      const draw = (n: number) =>
+        drawer.query<{ id: string }>({
+          name: 'draw',
+          text: 'INSERT INTO t (n) SELECT g FROM generate_series(1, $1::int) g RETURNING id::text',
+          values: [n],
+        })
+      const before = (await draw(300)).rows.map((row) => BigInt(row.id))
+      // Version 6 keeps no generation in the session.
+      const [unset] = (
+        await drawer.query(`SELECT current_setting('shardflake.gen_shard_9', true) AS g`)
+      ).rows
+      expect(unset.g).toBeNull()
+      const result = await installPostgres(pool6, { sharding, shards: [9] })
+      expect(result.updated).toEqual([9])
+      const after = (await draw(300)).rows.map((row) => BigInt(row.id))
+      const last = [...before].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).at(-1)!
+      for (const id of after) expect(id > last).toBe(true)
+      expect(new Set([...before, ...after]).size).toBe(600)
+      // The same prepared statement now runs version 7's next_id(): it recorded the generation.
+      const [seen] = (
+        await drawer.query(`SELECT current_setting('shardflake.gen_shard_9', true) AS g`)
+      ).rows
+      expect(seen.g).not.toBeNull()
+      const [version] = await raw<{ version: string }>(
+        url6,
+        'SELECT version FROM shardflake.shards WHERE shard = 9',
+      )
+      expect(version!.version).toBe(SQL_VERSION)
+      const [rows] = await raw<{ n: string; d: string }>(
+        url6,
+        'SELECT count(*)::text AS n, count(DISTINCT id)::text AS d FROM t',
+      )
+      expect(rows).toEqual({ n: '600', d: '600' })
+    } finally {
+      await drawer.end().catch(() => undefined)
+      await pool6.end()
+      await dropDatabase(DB6)
     }
   })
 })
