@@ -1,6 +1,5 @@
 /**
- * next_id() against bare nextval() and bigserial, and against version 6's next_id() (kept in
- * every installation as `_accept`), measured in the database: each variant runs its statement
+ * next_id() against bare nextval() and bigserial, measured in the database: each variant runs its statement
  * from 1 or 8 connections at once, back to back with its baseline, in alternating order, once per
  * round; a ratio is the median of the per-round ratios (with min..max), so load that drifts on a
  * shared machine falls on both sides alike.
@@ -49,13 +48,8 @@ await installPostgres(setup, {
 })
 await setup.query(`
   CREATE SEQUENCE bench_seq;
-  -- Version 6's next_id(): two reads of id_gen around nextval, checked in a PL/pgSQL call.
-  CREATE FUNCTION shard_5.next_id_v6() RETURNS bigint LANGUAGE sql VOLATILE AS $$
-    SELECT shard_5._accept(pg_sequence_last_value('shard_5.id_gen'::regclass), nextval('shard_5.id_seq'::regclass), pg_sequence_last_value('shard_5.id_gen'::regclass), shardflake.now_ms())
-  $$;
   CREATE TABLE t_serial (id bigserial PRIMARY KEY, payload int NOT NULL);
   CREATE TABLE t_default (id bigint PRIMARY KEY DEFAULT shard_5.next_id(), payload int NOT NULL);
-  CREATE TABLE t_v6 (id bigint PRIMARY KEY DEFAULT shard_5.next_id_v6(), payload int NOT NULL);
 `)
 await setup.end()
 
@@ -69,7 +63,6 @@ interface Variant {
 const variants: Variant[] = [
   { name: 'nextval', sql: `SELECT nextval('bench_seq')`, ids: 1 },
   { name: 'next_id', sql: 'SELECT shard_5.next_id()', ids: 1, baseline: 'nextval' },
-  { name: 'next_id_v6', sql: 'SELECT shard_5.next_id_v6()', ids: 1, baseline: 'nextval' },
   {
     name: 'nextval_x1000',
     sql: `SELECT count(nextval('bench_seq')) FROM generate_series(1, 1000)`,
@@ -78,12 +71,6 @@ const variants: Variant[] = [
   {
     name: 'next_id_x1000',
     sql: 'SELECT count(shard_5.next_id()) FROM generate_series(1, 1000)',
-    ids: 1000,
-    baseline: 'nextval_x1000',
-  },
-  {
-    name: 'next_id_v6_x1000',
-    sql: 'SELECT count(shard_5.next_id_v6()) FROM generate_series(1, 1000)',
     ids: 1000,
     baseline: 'nextval_x1000',
   },
@@ -105,12 +92,6 @@ const variants: Variant[] = [
     ids: 1000,
     baseline: 'insert1000_serial',
   },
-  {
-    name: 'insert1000_v6',
-    sql: `INSERT INTO t_v6 (payload) VALUES ${values1000}`,
-    ids: 1000,
-    baseline: 'insert1000_serial',
-  },
 ]
 const byName = new Map(variants.map((v) => [v.name, v]))
 
@@ -122,8 +103,7 @@ for (let i = 0; i < 8; i++) {
   client.on('error', () => undefined)
   pids.push((await client.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number)
   await client.query('SET synchronous_commit = off')
-  // Every session draws once first: the first call of a session takes the slow path.
-  await client.query('SELECT shard_5.next_id(), shard_5.next_id_v6()')
+  await client.query('SELECT shard_5.next_id()')
   connections.push(client)
 }
 

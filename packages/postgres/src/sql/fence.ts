@@ -56,7 +56,6 @@ export function fenceScript(o: ResolvedSqlOptions, shard: number): string {
     ['_advance_to(v bigint)', 'bigint'],
     ['_wait_gen()', 'void'],
     ['_settle(g1 bigint, v bigint, g2 bigint)', 'bigint'],
-    ['_redraw()', 'bigint'],
     ['_accept(g1 bigint, v bigint, g2 bigint, now_ms bigint)', 'bigint'],
     ['_compose(v bigint)', 'bigint'],
   ]

@@ -11,7 +11,7 @@ import {
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '7'
+export const SQL_VERSION = '6'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresSchemaOptions {
@@ -211,18 +211,6 @@ export interface ShardContext {
   gen: string
   /** The ID for a sequence value `v` (an SQL expression). */
   compose: (v: string) => string
-  /**
-   * The session setting where next_id() keeps the generation of `id_gen` this session saw (in an
-   * earlier call): its fast path draws, then reads `id_gen` once and compares.
-   */
-  genSetting: string
-  /**
-   * Generation `g` as that setting holds it (an SQL bigint expression): `g` XOR the oid of
-   * `id_gen` shifted 32 bits up, so that a shard dropped and installed again does not match.
-   */
-  genKey: (g: string) => string
-  /** The setting as a bigint (NULL when this session has not set it). */
-  genSeen: string
   /** The clock as a sequence value (ID space). */
   nowV: string
   /**
@@ -266,10 +254,6 @@ export function shardContext(o: ResolvedSqlOptions, shard: number): ShardContext
     gen: `'${s}.id_gen'::regclass`,
     compose: (v) =>
       `((${v} >> ${n.S}) << ${n.shifts.time}) | (${constant})::bigint | ((${v} & ${n.seqMask}) << ${n.shifts.sequence})`,
-    genSetting: `shardflake.gen_${name}`,
-    // The oid part is a constant once planned.
-    genKey: (g) => `((${g}) # ('${s}.id_gen'::regclass::oid::bigint << 32))`,
-    genSeen: `nullif(current_setting('shardflake.gen_${name}', true), '')::bigint`,
     nowV: `(${timeOf(o, `${c}.now_ms()`)} << ${n.S})`,
     lockOf: (g) =>
       `${o.lockKey}, ((${g}) % ${MOVE_LOCK_SLOTS} * 65536 + ${shard % 65536})::integer`,

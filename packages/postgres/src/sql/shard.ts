@@ -30,12 +30,6 @@ export function shardScript(o: ResolvedSqlOptions, shard: number): string {
   const { layout, n, name, s, c, seq, gen, compose, nowV } = x
   const discardInLoop = o.cache > 1 ? '\n      DISCARD SEQUENCES;' : ''
   const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
-  // The fast path's clock window, -margin .. drift, as |d - middle| <= half (d evaluated once);
-  // an odd width loses its top value to the slow path.
-  const window = {
-    middle: -n.margin + (n.margin + n.drift) / 2n,
-    half: (n.margin + n.drift) / 2n,
-  }
   const retiredCheck = `  IF EXISTS (SELECT 1 FROM ${c}.shards WHERE shard = ${shard} AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
       MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));
@@ -123,10 +117,6 @@ BEGIN
     IF g2 IS DISTINCT FROM g1 THEN${discardInLoop}
       CONTINUE;
     END IF;
-    -- The generation seen before these draws, for next_id()'s fast path in this session.
-    IF ${x.genKey('g1')} IS DISTINCT FROM ${x.genSeen} THEN
-      PERFORM set_config('${x.genSetting}', ${x.genKey('g1')}::text, false);
-    END IF;
     nv := ${nowV};
     IF vs[1] < nv - ${n.margin} AND ${s}._catch_up() THEN
       CONTINUE;
@@ -140,8 +130,8 @@ BEGIN
 END
 $$;
 
--- Version 6's next_id() (a draw between two reads of id_gen, checked in _accept): kept unchanged
--- for statements planned before an upgrade, which may still be running.
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
 CREATE OR REPLACE FUNCTION ${s}._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -162,6 +152,8 @@ BEGIN
 END
 $$;
 
+-- The fast path of next_id(): one expression (the draw was not overlapped by a move, and the
+-- value is within the margin behind and the drift ahead of the clock), else the slow path.
 CREATE OR REPLACE FUNCTION ${s}._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -172,46 +164,11 @@ BEGIN
 END
 $$;
 
--- The slow path of next_id(), with the value it drew in currval(): kept when the generation is
--- still the one this session saw before, and the value only behind or ahead of the clock (a
--- catch-up or a wait for the clock); otherwise dropped, and drawn again by next_ids(1), which
--- records the generation it saw.
-CREATE OR REPLACE FUNCTION ${s}._redraw() RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  v bigint := currval(${seq});
-  nv bigint;
-BEGIN
-  IF ${x.genKey(`pg_sequence_last_value(${gen})`)} = ${x.genSeen} THEN
-    nv := ${nowV};
-    IF v < nv - ${n.margin} THEN
-      IF ${s}._catch_up() THEN
-        RETURN (SELECT x FROM ${s}.next_ids(1) AS x);
-      END IF;
-    ELSIF v > nv + ${n.drift} THEN
-      PERFORM ${s}._throttle(v);
-    END IF;
-    RETURN ${compose('v')};
-  END IF;${discardInSettle}
-  RETURN (SELECT x FROM ${s}.next_ids(1) AS x);
-END
-$$;
-
--- One new ID of shard ${shard}; use it as the column DEFAULT. One expression, inlined into the
--- caller's plan and evaluated left to right: nextval, then id_gen, which must still be the
--- generation this session saw in an earlier call (the setting ${x.genSetting}: no move of
--- the sequence began or ended since, so none overlapped the nextval), then the clock, which the
--- value must be at most the margin behind and the drift ahead of. currval() is the value drawn.
--- Anything else (the first call of a session, a move, the clock) goes to the slow path.
+-- One new ID of shard ${shard}; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT CASE
-    WHEN nextval(${seq}) IS NOT NULL
-      AND ${x.genKey(`pg_sequence_last_value(${gen})`)} = ${x.genSeen}
-      AND abs(currval(${seq}) - ${nowV} - (${window.middle})) <= ${window.half}
-    THEN ${compose(`currval(${seq})`)}
-    ELSE ${s}._redraw()
-  END
+  SELECT ${s}._accept(pg_sequence_last_value(${gen}), nextval(${seq}), pg_sequence_last_value(${gen}), ${c}.now_ms())
 $$;
 
 INSERT INTO ${c}.shards (shard, schema_name, worker, sequence_cache, version)

@@ -1,4 +1,4 @@
--- shardflake 7: fence logical shard 5, moved to another database
+-- shardflake 6: fence logical shard 5, moved to another database
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
 -- The locks every draw takes, in the order draws take them: ALTER SEQUENCE blocks concurrent
@@ -109,14 +109,6 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION "shard_5"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-BEGIN
-  PERFORM "shard_5"._moved();
-  RETURN NULL;
-END
-$$;
-
-CREATE OR REPLACE FUNCTION "shard_5"._redraw() RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
   PERFORM "shard_5"._moved();

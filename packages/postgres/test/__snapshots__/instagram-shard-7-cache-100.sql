@@ -1,4 +1,4 @@
--- shardflake 7: logical shard 7 of layout "instagram"
+-- shardflake 6: logical shard 7 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_7') THEN
@@ -307,10 +307,6 @@ BEGIN
       DISCARD SEQUENCES;
       CONTINUE;
     END IF;
-    -- The generation seen before these draws, for next_id()'s fast path in this session.
-    IF ((g1) # ('"shard_7".id_gen'::regclass::oid::bigint << 32)) IS DISTINCT FROM nullif(current_setting('shardflake.gen_shard_7', true), '')::bigint THEN
-      PERFORM set_config('shardflake.gen_shard_7', ((g1) # ('"shard_7".id_gen'::regclass::oid::bigint << 32))::text, false);
-    END IF;
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
     IF vs[1] < nv - 51200 AND "shard_7"._catch_up() THEN
       CONTINUE;
@@ -324,8 +320,8 @@ BEGIN
 END
 $$;
 
--- Version 6's next_id() (a draw between two reads of id_gen, checked in _accept): kept unchanged
--- for statements planned before an upgrade, which may still be running.
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
 CREATE OR REPLACE FUNCTION "shard_7"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -347,6 +343,8 @@ BEGIN
 END
 $$;
 
+-- The fast path of next_id(): one expression (the draw was not overlapped by a move, and the
+-- value is within the margin behind and the drift ahead of the clock), else the slow path.
 CREATE OR REPLACE FUNCTION "shard_7"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -357,50 +355,14 @@ BEGIN
 END
 $$;
 
--- The slow path of next_id(), with the value it drew in currval(): kept when the generation is
--- still the one this session saw before, and the value only behind or ahead of the clock (a
--- catch-up or a wait for the clock); otherwise dropped, and drawn again by next_ids(1), which
--- records the generation it saw.
-CREATE OR REPLACE FUNCTION "shard_7"._redraw() RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  v bigint := currval('"shard_7".id_seq'::regclass);
-  nv bigint;
-BEGIN
-  IF ((pg_sequence_last_value('"shard_7".id_gen'::regclass)) # ('"shard_7".id_gen'::regclass::oid::bigint << 32)) = nullif(current_setting('shardflake.gen_shard_7', true), '')::bigint THEN
-    nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    IF v < nv - 51200 THEN
-      IF "shard_7"._catch_up() THEN
-        RETURN (SELECT x FROM "shard_7".next_ids(1) AS x);
-      END IF;
-    ELSIF v > nv + 1024000 THEN
-      PERFORM "shard_7"._throttle(v);
-    END IF;
-    RETURN ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0);
-  END IF;
-  DISCARD SEQUENCES;
-  RETURN (SELECT x FROM "shard_7".next_ids(1) AS x);
-END
-$$;
-
--- One new ID of shard 7; use it as the column DEFAULT. One expression, inlined into the
--- caller's plan and evaluated left to right: nextval, then id_gen, which must still be the
--- generation this session saw in an earlier call (the setting shardflake.gen_shard_7: no move of
--- the sequence began or ended since, so none overlapped the nextval), then the clock, which the
--- value must be at most the margin behind and the drift ahead of. currval() is the value drawn.
--- Anything else (the first call of a session, a move, the clock) goes to the slow path.
+-- One new ID of shard 7; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION "shard_7".next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT CASE
-    WHEN nextval('"shard_7".id_seq'::regclass) IS NOT NULL
-      AND ((pg_sequence_last_value('"shard_7".id_gen'::regclass)) # ('"shard_7".id_gen'::regclass::oid::bigint << 32)) = nullif(current_setting('shardflake.gen_shard_7', true), '')::bigint
-      AND abs(currval('"shard_7".id_seq'::regclass) - (("shardflake".now_ms() - 1314220021721) << 10) - (486400)) <= 537600
-    THEN ((currval('"shard_7".id_seq'::regclass) >> 10) << 23) | (7168)::bigint | ((currval('"shard_7".id_seq'::regclass) & 1023) << 0)
-    ELSE "shard_7"._redraw()
-  END
+  SELECT "shard_7"._accept(pg_sequence_last_value('"shard_7".id_gen'::regclass), nextval('"shard_7".id_seq'::regclass), pg_sequence_last_value('"shard_7".id_gen'::regclass), "shardflake".now_ms())
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '7')
+VALUES (7, 'shard_7', 0, 100, '6')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

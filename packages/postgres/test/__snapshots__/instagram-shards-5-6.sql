@@ -1,4 +1,4 @@
--- shardflake 7: objects shared by all shards of layout "instagram"
+-- shardflake 6: objects shared by all shards of layout "instagram"
 -- On Citus the common schema stays an ordinary schema on the coordinator, even with schema-based
 -- sharding on (turned off for this transaction only; nothing happens without Citus).
 DO $shardflake$
@@ -79,7 +79,7 @@ BEGIN
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
     INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '7', 2000);
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '6', 2000);
   ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, 2000))
         IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text, 2000) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
@@ -165,7 +165,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 7: logical shard 5 of layout "instagram"
+-- shardflake 6: logical shard 5 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_5') THEN
@@ -473,10 +473,6 @@ BEGIN
     IF g2 IS DISTINCT FROM g1 THEN
       CONTINUE;
     END IF;
-    -- The generation seen before these draws, for next_id()'s fast path in this session.
-    IF ((g1) # ('"shard_5".id_gen'::regclass::oid::bigint << 32)) IS DISTINCT FROM nullif(current_setting('shardflake.gen_shard_5', true), '')::bigint THEN
-      PERFORM set_config('shardflake.gen_shard_5', ((g1) # ('"shard_5".id_gen'::regclass::oid::bigint << 32))::text, false);
-    END IF;
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
     IF vs[1] < nv - 51200 AND "shard_5"._catch_up() THEN
       CONTINUE;
@@ -490,8 +486,8 @@ BEGIN
 END
 $$;
 
--- Version 6's next_id() (a draw between two reads of id_gen, checked in _accept): kept unchanged
--- for statements planned before an upgrade, which may still be running.
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
 CREATE OR REPLACE FUNCTION "shard_5"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -512,6 +508,8 @@ BEGIN
 END
 $$;
 
+-- The fast path of next_id(): one expression (the draw was not overlapped by a move, and the
+-- value is within the margin behind and the drift ahead of the clock), else the slow path.
 CREATE OR REPLACE FUNCTION "shard_5"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -522,54 +520,19 @@ BEGIN
 END
 $$;
 
--- The slow path of next_id(), with the value it drew in currval(): kept when the generation is
--- still the one this session saw before, and the value only behind or ahead of the clock (a
--- catch-up or a wait for the clock); otherwise dropped, and drawn again by next_ids(1), which
--- records the generation it saw.
-CREATE OR REPLACE FUNCTION "shard_5"._redraw() RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  v bigint := currval('"shard_5".id_seq'::regclass);
-  nv bigint;
-BEGIN
-  IF ((pg_sequence_last_value('"shard_5".id_gen'::regclass)) # ('"shard_5".id_gen'::regclass::oid::bigint << 32)) = nullif(current_setting('shardflake.gen_shard_5', true), '')::bigint THEN
-    nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    IF v < nv - 51200 THEN
-      IF "shard_5"._catch_up() THEN
-        RETURN (SELECT x FROM "shard_5".next_ids(1) AS x);
-      END IF;
-    ELSIF v > nv + 1024000 THEN
-      PERFORM "shard_5"._throttle(v);
-    END IF;
-    RETURN ((v >> 10) << 23) | (5120)::bigint | ((v & 1023) << 0);
-  END IF;
-  RETURN (SELECT x FROM "shard_5".next_ids(1) AS x);
-END
-$$;
-
--- One new ID of shard 5; use it as the column DEFAULT. One expression, inlined into the
--- caller's plan and evaluated left to right: nextval, then id_gen, which must still be the
--- generation this session saw in an earlier call (the setting shardflake.gen_shard_5: no move of
--- the sequence began or ended since, so none overlapped the nextval), then the clock, which the
--- value must be at most the margin behind and the drift ahead of. currval() is the value drawn.
--- Anything else (the first call of a session, a move, the clock) goes to the slow path.
+-- One new ID of shard 5; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION "shard_5".next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT CASE
-    WHEN nextval('"shard_5".id_seq'::regclass) IS NOT NULL
-      AND ((pg_sequence_last_value('"shard_5".id_gen'::regclass)) # ('"shard_5".id_gen'::regclass::oid::bigint << 32)) = nullif(current_setting('shardflake.gen_shard_5', true), '')::bigint
-      AND abs(currval('"shard_5".id_seq'::regclass) - (("shardflake".now_ms() - 1314220021721) << 10) - (486400)) <= 537600
-    THEN ((currval('"shard_5".id_seq'::regclass) >> 10) << 23) | (5120)::bigint | ((currval('"shard_5".id_seq'::regclass) & 1023) << 0)
-    ELSE "shard_5"._redraw()
-  END
+  SELECT "shard_5"._accept(pg_sequence_last_value('"shard_5".id_gen'::regclass), nextval('"shard_5".id_seq'::regclass), pg_sequence_last_value('"shard_5".id_gen'::regclass), "shardflake".now_ms())
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '7')
+VALUES (5, 'shard_5', 0, 1, '6')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 7: logical shard 6 of layout "instagram"
+-- shardflake 6: logical shard 6 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_6') THEN
@@ -877,10 +840,6 @@ BEGIN
     IF g2 IS DISTINCT FROM g1 THEN
       CONTINUE;
     END IF;
-    -- The generation seen before these draws, for next_id()'s fast path in this session.
-    IF ((g1) # ('"shard_6".id_gen'::regclass::oid::bigint << 32)) IS DISTINCT FROM nullif(current_setting('shardflake.gen_shard_6', true), '')::bigint THEN
-      PERFORM set_config('shardflake.gen_shard_6', ((g1) # ('"shard_6".id_gen'::regclass::oid::bigint << 32))::text, false);
-    END IF;
     nv := (("shardflake".now_ms() - 1314220021721) << 10);
     IF vs[1] < nv - 51200 AND "shard_6"._catch_up() THEN
       CONTINUE;
@@ -894,8 +853,8 @@ BEGIN
 END
 $$;
 
--- Version 6's next_id() (a draw between two reads of id_gen, checked in _accept): kept unchanged
--- for statements planned before an upgrade, which may still be running.
+-- The slow path of next_id(): the draw overlapped a move of the sequence, or the sequence is
+-- behind or ahead of the clock.
 CREATE OR REPLACE FUNCTION "shard_6"._settle(g1 bigint, v bigint, g2 bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -916,6 +875,8 @@ BEGIN
 END
 $$;
 
+-- The fast path of next_id(): one expression (the draw was not overlapped by a move, and the
+-- value is within the margin behind and the drift ahead of the clock), else the slow path.
 CREATE OR REPLACE FUNCTION "shard_6"._accept(g1 bigint, v bigint, g2 bigint, now_ms bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -926,49 +887,14 @@ BEGIN
 END
 $$;
 
--- The slow path of next_id(), with the value it drew in currval(): kept when the generation is
--- still the one this session saw before, and the value only behind or ahead of the clock (a
--- catch-up or a wait for the clock); otherwise dropped, and drawn again by next_ids(1), which
--- records the generation it saw.
-CREATE OR REPLACE FUNCTION "shard_6"._redraw() RETURNS bigint
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-  v bigint := currval('"shard_6".id_seq'::regclass);
-  nv bigint;
-BEGIN
-  IF ((pg_sequence_last_value('"shard_6".id_gen'::regclass)) # ('"shard_6".id_gen'::regclass::oid::bigint << 32)) = nullif(current_setting('shardflake.gen_shard_6', true), '')::bigint THEN
-    nv := (("shardflake".now_ms() - 1314220021721) << 10);
-    IF v < nv - 51200 THEN
-      IF "shard_6"._catch_up() THEN
-        RETURN (SELECT x FROM "shard_6".next_ids(1) AS x);
-      END IF;
-    ELSIF v > nv + 1024000 THEN
-      PERFORM "shard_6"._throttle(v);
-    END IF;
-    RETURN ((v >> 10) << 23) | (6144)::bigint | ((v & 1023) << 0);
-  END IF;
-  RETURN (SELECT x FROM "shard_6".next_ids(1) AS x);
-END
-$$;
-
--- One new ID of shard 6; use it as the column DEFAULT. One expression, inlined into the
--- caller's plan and evaluated left to right: nextval, then id_gen, which must still be the
--- generation this session saw in an earlier call (the setting shardflake.gen_shard_6: no move of
--- the sequence began or ended since, so none overlapped the nextval), then the clock, which the
--- value must be at most the margin behind and the drift ahead of. currval() is the value drawn.
--- Anything else (the first call of a session, a move, the clock) goes to the slow path.
+-- One new ID of shard 6; use it as the column DEFAULT. Inlined into the caller's plan:
+-- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION "shard_6".next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT CASE
-    WHEN nextval('"shard_6".id_seq'::regclass) IS NOT NULL
-      AND ((pg_sequence_last_value('"shard_6".id_gen'::regclass)) # ('"shard_6".id_gen'::regclass::oid::bigint << 32)) = nullif(current_setting('shardflake.gen_shard_6', true), '')::bigint
-      AND abs(currval('"shard_6".id_seq'::regclass) - (("shardflake".now_ms() - 1314220021721) << 10) - (486400)) <= 537600
-    THEN ((currval('"shard_6".id_seq'::regclass) >> 10) << 23) | (6144)::bigint | ((currval('"shard_6".id_seq'::regclass) & 1023) << 0)
-    ELSE "shard_6"._redraw()
-  END
+  SELECT "shard_6"._accept(pg_sequence_last_value('"shard_6".id_gen'::regclass), nextval('"shard_6".id_seq'::regclass), pg_sequence_last_value('"shard_6".id_gen'::regclass), "shardflake".now_ms())
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '7')
+VALUES (6, 'shard_6', 0, 1, '6')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
