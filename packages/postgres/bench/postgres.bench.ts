@@ -33,8 +33,9 @@ const chartIndex = args.indexOf('--chart')
 const chartFile = chartIndex >= 0 ? args[chartIndex + 1] : undefined
 const loadStart = loadavg()
 const serverUrl = process.env.PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-// Per run: two benchmark runs (or a test run) never drop each other's database.
-const DB = `sf_pg_bench_${process.pid}`
+// Per run: two benchmark runs (or a test run) never drop each other's database (PG_BENCH_DB
+// names it instead).
+const DB = process.env.PG_BENCH_DB ?? `sf_pg_bench_${process.pid}`
 
 const url = new URL(serverUrl)
 url.pathname = `/${DB}`

@@ -370,6 +370,46 @@ describe('reservations (next_ids(n) from reserveFrom on)', () => {
   })
 })
 
+describe('next_id() in a session that already drew, and the clock', () => {
+  /** The time an ID of shard 5 carries, in ms since 1970. */
+  const timeOf = (id: bigint) => Number(id >> 23n) + instagram.epoch
+
+  it('an idle sequence more than marginMs behind the clock is caught up: the ID carries the current time', async () => {
+    await setClockOffset(0)
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      for (let i = 0; i < 3; i++) await client.query('SELECT shard_5.next_id()')
+      for (let round = 0; round < 3; round++) {
+        await sleep(300) // idle: the sequence falls 300 ms behind the clock (margin 50 ms)
+        const { rows } = await client.query(
+          'SELECT shardflake.now_ms()::text AS before, shard_5.next_id()::text AS id',
+        )
+        expect(timeOf(BigInt(rows[0].id))).toBeGreaterThanOrEqual(Number(rows[0].before) - 51)
+      }
+    } finally {
+      await client.end()
+    }
+  })
+
+  it('a clock stepped back 1.5 s (drift 1 s): the call waits until its ID is at most maxDriftMs ahead', async () => {
+    await setClockOffset(0)
+    const client = new pg.Client({ connectionString: url })
+    await client.connect()
+    try {
+      for (let i = 0; i < 3; i++) await client.query('SELECT shard_5.next_id()')
+      await setClockOffset(-1500)
+      const { rows } = await client.query(
+        'SELECT shard_5.next_id()::text AS id, shardflake.now_ms()::text AS after',
+      )
+      expect(timeOf(BigInt(rows[0].id))).toBeLessThanOrEqual(Number(rows[0].after) + 1000)
+    } finally {
+      await setClockOffset(0)
+      await client.end()
+    }
+  })
+})
+
 describe('locks', () => {
   it('a draw that overlaps a move of the sequence waits and returns a value from after the move', async () => {
     const mover = new pg.Client({ connectionString: url })
