@@ -97,6 +97,20 @@ export const MUTANTS: readonly Mutant[] = [
     fails: /comment \d+ is on shard 7, but belongs on shard 18/,
   },
   {
+    name: 'Drizzle homes: every shard on server a, so rows of b are written on a',
+    readme: 'packages/drizzle/README.md',
+    replace: "    { from: 0, to: 31, target: 'a' },\n    { from: 32, to: 63, target: 'b' },",
+    with: "    { from: 0, to: 63, target: 'a' },",
+    fails: /expected 1 post on server a, found 2/,
+  },
+  {
+    name: 'Kysely homes: the tables created on no server',
+    readme: 'packages/kysely/README.md',
+    replace: 'for (const name of homes.serverNames) {\n  const db = homes.handleOf(name)',
+    with: 'for (const name of [] as string[]) {\n  const db = homes.handleOf(name)',
+    fails: /relation "users" does not exist/,
+  },
+  {
     name: 'PostgreSQL: the routed insert without its table',
     readme: 'packages/postgres/README.md',
     replace: '`CREATE TABLE IF NOT EXISTS shard_',

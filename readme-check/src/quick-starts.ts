@@ -91,6 +91,29 @@ async function sequelizeBlog(database: SqlDatabase, output: string): Promise<voi
   )
 }
 
+/**
+ * The horizontal-sharding recipes (`src/homes.ts`) split 64 logical shards over two servers,
+ * 0-31 on `a` and 32-63 on `b`: every row of `table` must sit on the server of its shard, and on
+ * the shard `expected` gives it.
+ */
+async function ensureHomes(
+  servers: { a: SqlDatabase; b: SqlDatabase },
+  sql: string,
+  counts: { a: number; b: number },
+  expected: (row: Record<string, unknown>) => number,
+  what: string,
+): Promise<void> {
+  for (const [name, database] of Object.entries(servers)) {
+    const rows = await database.query(sql)
+    ensureCount(rows, counts[name as 'a' | 'b'], `${what} on server ${name}`)
+    ensurePlaced(rows, expected, `${what} on server ${name}`)
+    for (const row of rows) {
+      const home = shardOfId(row.id) < 32 ? 'a' : 'b'
+      ensure(home === name, `${what} ${String(row.id)} is on server ${name}, its home is ${home}`)
+    }
+  }
+}
+
 /** What the README tells an offline reader to set for `prisma generate`. */
 const PRISMA_OFFLINE = { PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false' }
 
@@ -98,10 +121,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/typeorm/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: tenant 7's two posts (one with a comment) on a, tenant 40's on b.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "tenantId"::text AS tenant FROM post',
+            { a: 2, b: 1 },
+            (p) => shardOfKey(String(p.tenant), 64),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "postId"::text AS parent FROM comment',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^1\n3$/m.test(output), 'homes.ts does not print 1, then 3')
           const posts = await app.query('SELECT id::text, "tenantId"::text AS "tenantId" FROM post')
           ensureCount(posts, 1, 'posts')
           ensurePlaced(posts, (p) => shardOfKey(String(p.tenantId), 2000), 'post')
@@ -133,10 +177,38 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/mikro-orm/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: ada on a with two posts (one with a comment), bob on b with one.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, email FROM author',
+            { a: 1, b: 1 },
+            (u) => shardOfKey(String(u.email), 64),
+            'author',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, author_id::text AS parent FROM post',
+            { a: 2, b: 1 },
+            (p) => shardOfId(p.parent),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, post_id::text AS parent FROM comment',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^1 3$/m.test(output), 'homes.ts does not print 1 3')
           const users = await app.query('SELECT id::text AS id, email FROM "user"')
           ensureCount(users, 1, 'users')
           ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
@@ -157,10 +229,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/drizzle/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: tenant 7's post (with its comment) on a, tenant 40's on b.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, tenant_id::text AS tenant FROM posts',
+            { a: 1, b: 1 },
+            (p) => shardOfKey(String(p.tenant), 64),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, post_id::text AS parent FROM comments',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^1\n2$/m.test(output), 'homes.ts does not print 1, then 2')
           const users = await app.query('SELECT id::text AS id, email FROM users')
           ensureCount(users, 1, 'users')
           ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
@@ -182,10 +275,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/kysely/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: ada on a with two posts, bob on b with one.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, email FROM users',
+            { a: 1, b: 1 },
+            (u) => shardOfKey(String(u.email), 64),
+            'user',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, author_id::text AS parent FROM posts',
+            { a: 2, b: 1 },
+            (p) => shardOfId(p.parent),
+            'post',
+          )
+          ensure(/^1 3$/m.test(output), 'homes.ts does not print 1 3')
           const users = await app.query('SELECT id::text AS id, email FROM users')
           ensureCount(users, 1, 'users')
           ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
