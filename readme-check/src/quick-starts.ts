@@ -381,21 +381,47 @@ export const QUICK_STARTS: readonly QuickStart[] = [
         async check({ resources, output }) {
           ensure(/^1341 1341$/m.test(output), 'app.ts does not print 1341 1341')
           ensure(/shard: 1341/.test(output), 'the decomposed comment ID does not show shard 1341')
-          // One post on each server, the one whose shard the map gives to that server.
-          const homeOf = (shard: number) => (shard <= 20 ? 'a' : shard <= 41 ? 'b' : 'c')
-          const authors = { a: 7n, b: 1000n, c: 31341n }
+          // homes.ts wrote one post on each server, the one whose shard the map gives to it;
+          // move.ts then moved shards 0-15 (author 7's post) from a to c and deleted a's copy.
+          const homeOf = (shard: number) =>
+            shard <= 15 ? 'c' : shard <= 20 ? 'a' : shard <= 41 ? 'b' : 'c'
+          // In title order: 'hello from 31341' sorts before 'hello from 7'.
+          const authors = { a: [], b: [1000n], c: [31341n, 7n] }
           for (const [name, database] of Object.entries(resources)) {
-            const posts = await database.query('SELECT id::text AS id, title FROM posts')
-            ensureCount(posts, 1, `posts on server ${name}`)
-            const author = authors[name as keyof typeof authors]
-            ensurePlaced(posts, () => shardOfKey(author, 64), `the post on server ${name}`)
-            ensure(homeOf(shardOfKey(author, 64)) === name, `server ${name} is not its post's home`)
-            ensure(posts[0]!.title === `hello from ${author}`, `server ${name} holds another post`)
+            const posts = await database.query(
+              'SELECT id::text AS id, title FROM posts ORDER BY title',
+            )
+            const expected = authors[name as keyof typeof authors]
+            ensureCount(posts, expected.length, `posts on server ${name}`)
+            expected.forEach((author, i) => {
+              ensurePlaced([posts[i]!], () => shardOfKey(author, 64), `the post on server ${name}`)
+              ensure(
+                homeOf(shardOfKey(author, 64)) === name,
+                `server ${name} is not its post's home`,
+              )
+              ensure(
+                posts[i]!.title === `hello from ${author}`,
+                `server ${name} holds another post`,
+              )
+            })
           }
           const directory = await resources.a.query(
-            'SELECT version::text AS v FROM shardflake_directory',
+            'SELECT entries->0 AS first FROM shardflake_directory',
           )
-          ensure(directory[0]?.v === '1', 'server a holds no shard directory at version 1')
+          ensure(
+            (({ from, to, server, state }) => `${from}-${to} ${server} ${state}`)(
+              directory[0]?.first as Record<string, unknown>,
+            ) === '0-15 c serving',
+            `the directory on server a does not give shards 0-15 to c: ${JSON.stringify(directory[0])}`,
+          )
+          ensure(
+            /^1 posts moved; writes waited \d+ ms$/m.test(output),
+            'move.ts does not print 1 posts moved',
+          )
+          ensure(
+            /^1 old copies deleted$/m.test(output),
+            'move.ts does not print 1 old copies deleted',
+          )
           ensure(/^c hello from 31341$/m.test(output), 'homes.ts does not print c hello from 31341')
           const feed = output.split('\n').find((line) => line.startsWith("[ 'hello from"))
           ensure(
