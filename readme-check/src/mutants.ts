@@ -53,6 +53,14 @@ export const MUTANTS: readonly Mutant[] = [
     fails: /expected 0 posts on server a, found 2/,
   },
   {
+    name: 'core: move.ts without deleteMovedRows: the old copy stays on server a',
+    readme: 'packages/core/README.md',
+    variant: 'homes',
+    replace: 'const deleted = await deleteMovedRows({',
+    with: 'const deleted = 0 && await deleteMovedRows({',
+    fails: /expected 0 posts on server a, found 1/,
+  },
+  {
     name: 'Prisma schema without its datasource: prisma generate fails',
     readme: 'packages/prisma/README.md',
     variant: 'postgres',
