@@ -320,10 +320,40 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/sequelize/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       postgres: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        check: ({ resources: { app }, output }) => sequelizeBlog(app, output),
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: ada on a with two posts (one with a comment), bob on b.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, email FROM "Users"',
+            { a: 1, b: 1 },
+            (u) => shardOfKey(String(u.email), 64),
+            'user',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "authorId"::text AS parent FROM "Posts"',
+            { a: 2, b: 0 },
+            (p) => shardOfId(p.parent),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "postId"::text AS parent FROM "Comments"',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^Hello \d+ 2$/m.test(output), 'homes.ts does not print Hello, an ID and 2')
+          await sequelizeBlog(app, output)
+        },
       }),
       mariadb: variant({
         resources: { app: mariadbDatabase() },
