@@ -50,7 +50,15 @@ export const MUTANTS: readonly Mutant[] = [
     variant: 'homes',
     replace: 'for (const [, { handle, items }] of groups) {',
     with: 'for (const [, { items }] of groups) {\n  const handle = servers.a',
-    fails: /expected 1 posts on server a, found 3/,
+    fails: /expected 0 posts on server a, found 2/,
+  },
+  {
+    name: 'core: move.ts without deleteMovedRows: the old copy stays on server a',
+    readme: 'packages/core/README.md',
+    variant: 'homes',
+    replace: 'const deleted = await deleteMovedRows({',
+    with: 'const deleted = 0 && await deleteMovedRows({',
+    fails: /expected 0 posts on server a, found 1/,
   },
   {
     name: 'Prisma schema without its datasource: prisma generate fails',
@@ -95,6 +103,20 @@ export const MUTANTS: readonly Mutant[] = [
     replace: "shardedId(bigint({ mode: 'bigint' }), { sameShardAs: 'postId' })",
     with: "shardedId(bigint({ mode: 'bigint' }), { shard: 7 })",
     fails: /comment \d+ is on shard 7, but belongs on shard 18/,
+  },
+  {
+    name: 'Drizzle homes: every shard on server a, so rows of b are written on a',
+    readme: 'packages/drizzle/README.md',
+    replace: "    { from: 0, to: 31, target: 'a' },\n    { from: 32, to: 63, target: 'b' },",
+    with: "    { from: 0, to: 63, target: 'a' },",
+    fails: /expected 1 post on server a, found 2/,
+  },
+  {
+    name: 'Kysely homes: the tables created on no server',
+    readme: 'packages/kysely/README.md',
+    replace: 'for (const name of homes.serverNames) {\n  const db = homes.handleOf(name)',
+    with: 'for (const name of [] as string[]) {\n  const db = homes.handleOf(name)',
+    fails: /relation "users" does not exist/,
   },
   {
     name: 'PostgreSQL: the routed insert without its table',

@@ -91,6 +91,29 @@ async function sequelizeBlog(database: SqlDatabase, output: string): Promise<voi
   )
 }
 
+/**
+ * The horizontal-sharding recipes (`src/homes.ts`) split 64 logical shards over two servers,
+ * 0-31 on `a` and 32-63 on `b`: every row of `table` must sit on the server of its shard, and on
+ * the shard `expected` gives it.
+ */
+async function ensureHomes(
+  servers: { a: SqlDatabase; b: SqlDatabase },
+  sql: string,
+  counts: { a: number; b: number },
+  expected: (row: Record<string, unknown>) => number,
+  what: string,
+): Promise<void> {
+  for (const [name, database] of Object.entries(servers)) {
+    const rows = await database.query(sql)
+    ensureCount(rows, counts[name as 'a' | 'b'], `${what} on server ${name}`)
+    ensurePlaced(rows, expected, `${what} on server ${name}`)
+    for (const row of rows) {
+      const home = shardOfId(row.id) < 32 ? 'a' : 'b'
+      ensure(home === name, `${what} ${String(row.id)} is on server ${name}, its home is ${home}`)
+    }
+  }
+}
+
 /** What the README tells an offline reader to set for `prisma generate`. */
 const PRISMA_OFFLINE = { PRISMA_SCHEMA_ENGINE_BINARY: '/bin/false' }
 
@@ -98,10 +121,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/typeorm/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: tenant 7's two posts (one with a comment) on a, tenant 40's on b.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "tenantId"::text AS tenant FROM post',
+            { a: 2, b: 1 },
+            (p) => shardOfKey(String(p.tenant), 64),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "postId"::text AS parent FROM comment',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^1\n3$/m.test(output), 'homes.ts does not print 1, then 3')
           const posts = await app.query('SELECT id::text, "tenantId"::text AS "tenantId" FROM post')
           ensureCount(posts, 1, 'posts')
           ensurePlaced(posts, (p) => shardOfKey(String(p.tenantId), 2000), 'post')
@@ -133,10 +177,38 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/mikro-orm/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: ada on a with two posts (one with a comment), bob on b with one.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, email FROM author',
+            { a: 1, b: 1 },
+            (u) => shardOfKey(String(u.email), 64),
+            'author',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, author_id::text AS parent FROM post',
+            { a: 2, b: 1 },
+            (p) => shardOfId(p.parent),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, post_id::text AS parent FROM comment',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^1 3$/m.test(output), 'homes.ts does not print 1 3')
           const users = await app.query('SELECT id::text AS id, email FROM "user"')
           ensureCount(users, 1, 'users')
           ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
@@ -157,10 +229,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/drizzle/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: tenant 7's post (with its comment) on a, tenant 40's on b.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, tenant_id::text AS tenant FROM posts',
+            { a: 1, b: 1 },
+            (p) => shardOfKey(String(p.tenant), 64),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, post_id::text AS parent FROM comments',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^1\n2$/m.test(output), 'homes.ts does not print 1, then 2')
           const users = await app.query('SELECT id::text AS id, email FROM users')
           ensureCount(users, 1, 'users')
           ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
@@ -182,10 +275,31 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/kysely/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       default: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        async check({ resources: { app }, output }) {
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: ada on a with two posts, bob on b with one.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, email FROM users',
+            { a: 1, b: 1 },
+            (u) => shardOfKey(String(u.email), 64),
+            'user',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, author_id::text AS parent FROM posts',
+            { a: 2, b: 1 },
+            (p) => shardOfId(p.parent),
+            'post',
+          )
+          ensure(/^1 3$/m.test(output), 'homes.ts does not print 1 3')
           const users = await app.query('SELECT id::text AS id, email FROM users')
           ensureCount(users, 1, 'users')
           ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
@@ -206,10 +320,40 @@ export const QUICK_STARTS: readonly QuickStart[] = [
   {
     readme: 'packages/sequelize/README.md',
     variants: {
+      // The quick start, then the horizontal-sharding recipe on two more databases.
       postgres: variant({
-        resources: { app: postgresDatabase() },
-        env: ({ app }) => ({ DATABASE_URL: app.url }),
-        check: ({ resources: { app }, output }) => sequelizeBlog(app, output),
+        resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
+        env: ({ app, a, b }) => ({
+          DATABASE_URL: app.url,
+          SERVER_A_URL: a.url,
+          SERVER_B_URL: b.url,
+        }),
+        async check({ resources: { app, a, b }, output }) {
+          // homes.ts: ada on a with two posts (one with a comment), bob on b.
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, email FROM "Users"',
+            { a: 1, b: 1 },
+            (u) => shardOfKey(String(u.email), 64),
+            'user',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "authorId"::text AS parent FROM "Posts"',
+            { a: 2, b: 0 },
+            (p) => shardOfId(p.parent),
+            'post',
+          )
+          await ensureHomes(
+            { a, b },
+            'SELECT id::text AS id, "postId"::text AS parent FROM "Comments"',
+            { a: 1, b: 0 },
+            (c) => shardOfId(c.parent),
+            'comment',
+          )
+          ensure(/^Hello \d+ 2$/m.test(output), 'homes.ts does not print Hello, an ID and 2')
+          await sequelizeBlog(app, output)
+        },
       }),
       mariadb: variant({
         resources: { app: mariadbDatabase() },
@@ -267,21 +411,47 @@ export const QUICK_STARTS: readonly QuickStart[] = [
         async check({ resources, output }) {
           ensure(/^1341 1341$/m.test(output), 'app.ts does not print 1341 1341')
           ensure(/shard: 1341/.test(output), 'the decomposed comment ID does not show shard 1341')
-          // One post on each server, the one whose shard the map gives to that server.
-          const homeOf = (shard: number) => (shard <= 20 ? 'a' : shard <= 41 ? 'b' : 'c')
-          const authors = { a: 7n, b: 1000n, c: 31341n }
+          // homes.ts wrote one post on each server, the one whose shard the map gives to it;
+          // move.ts then moved shards 0-15 (author 7's post) from a to c and deleted a's copy.
+          const homeOf = (shard: number) =>
+            shard <= 15 ? 'c' : shard <= 20 ? 'a' : shard <= 41 ? 'b' : 'c'
+          // In title order: 'hello from 31341' sorts before 'hello from 7'.
+          const authors = { a: [], b: [1000n], c: [31341n, 7n] }
           for (const [name, database] of Object.entries(resources)) {
-            const posts = await database.query('SELECT id::text AS id, title FROM posts')
-            ensureCount(posts, 1, `posts on server ${name}`)
-            const author = authors[name as keyof typeof authors]
-            ensurePlaced(posts, () => shardOfKey(author, 64), `the post on server ${name}`)
-            ensure(homeOf(shardOfKey(author, 64)) === name, `server ${name} is not its post's home`)
-            ensure(posts[0]!.title === `hello from ${author}`, `server ${name} holds another post`)
+            const posts = await database.query(
+              'SELECT id::text AS id, title FROM posts ORDER BY title',
+            )
+            const expected = authors[name as keyof typeof authors]
+            ensureCount(posts, expected.length, `posts on server ${name}`)
+            expected.forEach((author, i) => {
+              ensurePlaced([posts[i]!], () => shardOfKey(author, 64), `the post on server ${name}`)
+              ensure(
+                homeOf(shardOfKey(author, 64)) === name,
+                `server ${name} is not its post's home`,
+              )
+              ensure(
+                posts[i]!.title === `hello from ${author}`,
+                `server ${name} holds another post`,
+              )
+            })
           }
           const directory = await resources.a.query(
-            'SELECT version::text AS v FROM shardflake_directory',
+            'SELECT entries->0 AS first FROM shardflake_directory',
           )
-          ensure(directory[0]?.v === '1', 'server a holds no shard directory at version 1')
+          ensure(
+            (({ from, to, server, state }) => `${from}-${to} ${server} ${state}`)(
+              directory[0]?.first as Record<string, unknown>,
+            ) === '0-15 c serving',
+            `the directory on server a does not give shards 0-15 to c: ${JSON.stringify(directory[0])}`,
+          )
+          ensure(
+            /^1 posts moved; writes waited \d+ ms$/m.test(output),
+            'move.ts does not print 1 posts moved',
+          )
+          ensure(
+            /^1 old copies deleted$/m.test(output),
+            'move.ts does not print 1 old copies deleted',
+          )
           ensure(/^c hello from 31341$/m.test(output), 'homes.ts does not print c hello from 31341')
           const feed = output.split('\n').find((line) => line.startsWith("[ 'hello from"))
           ensure(

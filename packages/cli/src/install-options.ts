@@ -46,18 +46,22 @@ export function addShardOptions(
 }
 
 /**
- * The sharding and the shards of the flags. The epoch is required (it is baked into the SQL);
- * the layout must still be able to make IDs; every shard bound is checked before the list is
- * expanded.
+ * The sharding and the shards of the flags. The epoch is required when it is baked into the SQL
+ * (`install`, `move postgres|mysql`); a move of rows checks the layout against the directory's
+ * instead, so a preset's own epoch is enough there. The layout must still be able to make IDs;
+ * every shard bound is checked before the list is expanded.
  * @throws InvalidArgumentError / InvalidLayoutError / TimeExhaustedError / ShardOutOfRangeError
  * with a message for the user.
  */
-export function readShardFlags(flags: ShardFlags): {
+export function readShardFlags(
+  flags: ShardFlags,
+  { epochRequired = true }: { epochRequired?: boolean } = {},
+): {
   sharding: Sharding
   shards: number[]
   schemaPrefix: string
 } {
-  if (flags.epoch === undefined) {
+  if (epochRequired && flags.epoch === undefined) {
     throw new InvalidArgumentError(
       'Give the epoch of your IDs with --epoch <ISO date> (pick it once, at launch; it is baked into the SQL).',
     )

@@ -127,8 +127,6 @@ describe.each([postgres, mariadb])('shardflake move rows ($name)', (dialect) => 
     dialect.name,
     '--logical-shards',
     '64',
-    '--epoch',
-    epoch,
     '--directory',
     dialect.url(dbA),
     '--server',
@@ -182,8 +180,8 @@ describe.each([postgres, mariadb])('shardflake move rows ($name)', (dialect) => 
     const entries = (await directory.read()).entries
     expect(entries[0]).toEqual({ from: 0, to: 15, server: 'c', state: 'serving' })
 
-    // Moving them again finds them there already.
-    const again = await run(...flags('--shards', '0-15', '--to', 'c'))
+    // Moving them again finds them there already (the preset's epoch, given explicitly).
+    const again = await run(...flags('--shards', '0-15', '--to', 'c', '--epoch', epoch))
     expect(again.code).toBe(1)
     expect(again.stderr).toMatch(/^error: .*already serve on server "c".* \[CONFIGURATION\]$/)
 
@@ -212,6 +210,10 @@ describe.each([postgres, mariadb])('shardflake move rows ($name)', (dialect) => 
       ],
       [flags('--shards', '16-40', '--to', 'c'), /not all on one server.*\[CONFIGURATION\]$/],
       [
+        flags('--shards', '16-20', '--to', 'c', '--epoch', '2025-01-01T00:00:00Z'),
+        /uses layout "instagram".*\[SHARDING_MISMATCH\]$/,
+      ],
+      [
         flags('--shards', '16-20', '--to', 'c', '--abort'),
         /--abort needs --from.*\[INVALID_ARGUMENT\]$/,
       ],
@@ -223,6 +225,20 @@ describe.each([postgres, mariadb])('shardflake move rows ($name)', (dialect) => 
       expect(failed.stderr).toMatch(message)
     }
     expect((await directory.read()).entries).toEqual(entries)
+
+    // Without --delete-old-copies the old copies stay, and the printed command deletes them.
+    const kept = await run(...flags('--shards', '32-47', '--to', 'a'))
+    expect(kept.code).toBe(0)
+    const hint = /delete them with this command plus (--from c --delete-old-copies)\.$/m.exec(
+      kept.stdout,
+    )
+    expect(hint).not.toBeNull()
+    expect(await count(dbC, `${shardOf} BETWEEN 32 AND 47`)).toBe(160)
+    const deleted = await run(...flags('--shards', '32-47', '--to', 'a'), ...hint![1]!.split(' '))
+    expect(deleted.code).toBe(0)
+    expect(deleted.stdout).toMatch(/deleted 160 old cop\(ies\) from c/)
+    expect(await count(dbC, `${shardOf} BETWEEN 32 AND 47`)).toBe(0)
+    expect(await count(dbA, `${shardOf} BETWEEN 32 AND 47`)).toBe(160)
     await end()
   }, 120_000)
 })

@@ -66,7 +66,11 @@ export function registerRowMoveCommand(move: Command, io: CliIo): void {
       .option('--delete-old-copies', 'delete the rows from the old server once the new one serves')
       .option('--abort', 'undo a move stopped half-way: the shards serve on --from again'),
   ).action(async (flags: RowsFlags) => {
-    const { sharding, shards } = readShardFlags({ ...flags, schemaPrefix: 'shard_' })
+    const { sharding, shards } = readShardFlags(
+      { ...flags, schemaPrefix: 'shard_' },
+      // The directory records the layout and refuses another: the preset's epoch is enough.
+      { epochRequired: false },
+    )
     const urls = readServers(flags.server)
     const tables = readTables(flags.tables)
     const batchSize = wholeNumberFlag('--batch-size', flags.batchSize)
@@ -112,7 +116,7 @@ export function registerRowMoveCommand(move: Command, io: CliIo): void {
         io.stdout(
           flags.deleteOldCopies
             ? `deleted ${result.oldCopiesDeleted} old cop(ies) from ${result.from}.`
-            : `the old copies stay on ${result.from ?? 'the old server'}: nothing routes to them; delete them with --delete-old-copies.`,
+            : `the old copies stay on ${result.from ?? 'the old server'}: nothing routes to them; delete them with this command plus --from ${result.from ?? '<old server>'} --delete-old-copies.`,
         )
       },
       () => opened.end(),
