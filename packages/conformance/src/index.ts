@@ -38,6 +38,18 @@ export type {
   RoutedSetupContext,
   RoutedSuiteOptions,
 } from './routed-suite/routed-blog'
+export {
+  inProcessCase,
+  type MysqlPackage,
+  type MysqlPoolLike,
+  type PostgresPackage,
+  type RedisPackage,
+  type RoutedSourceCase,
+  type RoutedSourceContext,
+  routedSources,
+  type ShardDrawn,
+  type SourcePackages,
+} from './routed-suite/routed-sources'
 export { expectedShard, findError, ROUTING_KEYS } from './routing'
 export { runTag } from './run-tag'
 export { freePort } from './servers/free-port'

@@ -1,5 +1,5 @@
 import { describeRoutedAdapter } from '@shardflake/conformance'
 import { routedOptions } from './support/routed-blog'
 
-describeRoutedAdapter('MikroORM 7 / PostgreSQL / in-process', routedOptions('postgres'))
-describeRoutedAdapter('MikroORM 7 / MariaDB / in-process', routedOptions('mysql'))
+describeRoutedAdapter('MikroORM 7 / PostgreSQL', routedOptions('postgres'))
+describeRoutedAdapter('MikroORM 7 / MariaDB', routedOptions('mysql'))

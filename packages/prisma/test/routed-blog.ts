@@ -1,13 +1,17 @@
 import { PrismaMariaDb } from '@prisma/adapter-mariadb'
 import { PrismaPg } from '@prisma/adapter-pg'
-import type {
-  Dialect,
-  OrmId,
-  RoutedBlogThroughOrm,
-  RoutedSetupContext,
-  RoutedSuiteOptions,
+import {
+  type Dialect,
+  type OrmId,
+  type RoutedBlogThroughOrm,
+  type RoutedSetupContext,
+  type RoutedSuiteOptions,
+  routedSources,
 } from '@shardflake/conformance'
 import { type IdSource, ShardHomes } from '@shardflake/core'
+import * as mysqlSources from '@shardflake/mysql'
+import * as postgresSources from '@shardflake/postgres'
+import * as redisSources from '@shardflake/redis'
 import { PrismaClient as MysqlClient } from '../generated/mysql/client/client'
 import { models as mysqlModels } from '../generated/mysql/shardflake'
 import { PrismaClient as PgClient } from '../generated/pg/client/client'
@@ -129,7 +133,15 @@ export async function routedBlogOnPrisma(
   }
 }
 
-/** The suite's options for Prisma on a dialect, with the in-process source. */
+/** The routed suite's options for Prisma on a dialect, with every source. */
 export function routedOptions(dialect: Dialect): RoutedSuiteOptions {
-  return { dialect, setup: routedBlogOnPrisma }
+  return {
+    dialect,
+    sources: routedSources(dialect, {
+      postgres: postgresSources,
+      mysql: mysqlSources,
+      redis: redisSources,
+    }),
+    setup: routedBlogOnPrisma,
+  }
 }

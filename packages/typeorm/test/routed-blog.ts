@@ -2,12 +2,16 @@
  * The routed conformance blog on TypeORM: one DataSource per server, `ShardHomes` over them,
  * written through `shardedDataSources()`. Shared by both TypeORM majors.
  */
-import type {
-  RoutedBlogThroughOrm,
-  RoutedSetupContext,
-  RoutedSuiteOptions,
+import {
+  type RoutedBlogThroughOrm,
+  type RoutedSetupContext,
+  type RoutedSuiteOptions,
+  routedSources,
 } from '@shardflake/conformance'
 import { ShardHomes } from '@shardflake/core'
+import * as mysqlSources from '@shardflake/mysql'
+import * as postgresSources from '@shardflake/postgres'
+import * as redisSources from '@shardflake/redis'
 import { DataSource, type Logger } from 'typeorm'
 import { shardedDataSources, shardedIds } from '../src'
 import { Author, Comment, Keyed, Post } from './blog'
@@ -108,7 +112,15 @@ export async function routedBlogOnTypeorm(
   }
 }
 
-/** The routed suite's options for TypeORM on a dialect. */
+/** The routed suite's options for TypeORM on a dialect, with every source. */
 export function routedOptions(dialect: RoutedSuiteOptions['dialect']): RoutedSuiteOptions {
-  return { dialect, setup: routedBlogOnTypeorm }
+  return {
+    dialect,
+    sources: routedSources(dialect, {
+      postgres: postgresSources,
+      mysql: mysqlSources,
+      redis: redisSources,
+    }),
+    setup: routedBlogOnTypeorm,
+  }
 }

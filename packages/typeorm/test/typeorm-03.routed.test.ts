@@ -5,4 +5,4 @@ import { routedOptions } from './routed-blog'
 
 vi.mock('typeorm', () => import('typeorm-03'))
 
-describeRoutedAdapter('TypeORM 0.3 / PostgreSQL / in-process', routedOptions('postgres'))
+describeRoutedAdapter('TypeORM 0.3 / PostgreSQL', routedOptions('postgres'))

@@ -1,4 +1,4 @@
-import { type IdSource, InProcessSource, ShardMap } from '@shardflake/core'
+import { type IdSource, type Sharding, ShardMap } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { blogSchemaSql, type OrmId } from '../blog'
 import type { Dialect } from '../databases'
@@ -10,15 +10,16 @@ import {
 } from '../homes/home-servers'
 import { testSharding } from '../shardings'
 import type { RoutedBlogThroughOrm, RoutedSuiteOptions } from './routed-blog'
+import { inProcessCase, type RoutedSourceCase } from './routed-sources'
 
-const sharding = testSharding()
+const suiteSharding = testSharding()
 /** The suite's homes: three servers, uneven ranges. */
-const map = new ShardMap(sharding, [
-  { from: 0, to: 20, target: 'a' },
-  { from: 21, to: 41, target: 'b' },
-  { from: 42, to: 63, target: 'c' },
-])
-const homeOf = (shard: number) => map.targetFor(shard)
+const homesOf = (sharding: Sharding) =>
+  new ShardMap(sharding, [
+    { from: 0, to: 20, target: 'a' },
+    { from: 21, to: 41, target: 'b' },
+    { from: 42, to: 63, target: 'c' },
+  ])
 const TABLES = ['authors', 'posts', 'comments', 'keyed'] as const
 
 /**
@@ -55,15 +56,70 @@ async function insertStatements(dialect: Dialect, server: HomeServer): Promise<n
  * transaction refusing a row of another server (`WRONG_SERVER`) leaves nothing written; a
  * fan-out returns the newest N in ID order.
  *
+ * The servers start once; the cases then run with each of `sources` in turn (a describe each,
+ * the tables emptied before it), and for a source drawing IDs in the database the suite checks
+ * through raw SQL that every shard's IDs were drawn on its home.
+ *
+ * @example
  * ```ts
- * describeRoutedAdapter('TypeORM / PostgreSQL / in-process', {
+ * describeRoutedAdapter('TypeORM / PostgreSQL', {
  *   dialect: 'postgres',
+ *   sources: routedSources('postgres', { postgres, mysql, redis }),
  *   setup: (context) => routedBlogOnTypeorm(context),
  * })
  * ```
  */
 export function describeRoutedAdapter(name: string, options: RoutedSuiteOptions): void {
   const { dialect } = options
+  const sources = options.sources ?? [inProcessCase]
+  const names = new Set(sources.map((source) => source.name))
+  if (sources.length === 0 || names.size !== sources.length) {
+    throw new Error('describeRoutedAdapter needs sources with distinct names.')
+  }
+  let servers: HomeServers | undefined
+
+  describe(`routed adapter conformance: ${name}`, () => {
+    beforeAll(async () => {
+      servers = await startHomeServers(dialect)
+      for (const server of servers.servers) {
+        for (const sql of [...blogSchemaSql(dialect), ...statementCounterSql(dialect)]) {
+          await server.query(sql)
+        }
+      }
+    }, 180_000)
+
+    afterAll(async () => {
+      await servers?.close()
+    }, 60_000)
+
+    for (const sourceCase of sources) {
+      describeWithSource(dialect, options, sourceCase, () => {
+        if (!servers) throw new Error('The home servers did not start.')
+        return servers
+      })
+    }
+  })
+}
+
+/** Empties the blog tables on every server, children first (the next source starts afresh). */
+async function emptyTables(servers: HomeServers): Promise<void> {
+  for (const server of servers.servers) {
+    for (const table of ['comments', 'posts', 'keyed', 'tagged', 'authors']) {
+      await server.query(`DELETE FROM ${table}`)
+    }
+  }
+}
+
+/** The suite's cases with one source, on the servers the enclosing describe started. */
+function describeWithSource(
+  dialect: Dialect,
+  options: RoutedSuiteOptions,
+  sourceCase: RoutedSourceCase,
+  homeServers: () => HomeServers,
+): void {
+  const sharding = sourceCase.sharding ?? suiteSharding
+  const map = homesOf(sharding)
+  const homeOf = (shard: number) => map.targetFor(shard)
   let servers: HomeServers
   let source: IdSource
   let blog: RoutedBlogThroughOrm
@@ -97,17 +153,11 @@ export function describeRoutedAdapter(name: string, options: RoutedSuiteOptions)
     return found
   }
 
-  describe(`routed adapter conformance: ${name}`, () => {
+  describe(`source: ${sourceCase.name}`, () => {
     beforeAll(async () => {
-      servers = await startHomeServers(dialect)
-      for (const server of servers.servers) {
-        for (const sql of [...blogSchemaSql(dialect), ...statementCounterSql(dialect)]) {
-          await server.query(sql)
-        }
-      }
-      source = options.createSource
-        ? await options.createSource(sharding)
-        : new InProcessSource({ sharding, shards: 'all' })
+      servers = homeServers()
+      await emptyTables(servers)
+      source = await sourceCase.create({ dialect, sharding, map, servers })
       blog = await options.setup({ dialect, sharding, map, urls: servers.urls, source })
       for (let i = 0; Object.keys(authorOn).length < 3; i++) {
         if (i >= 64) throw new Error('64 authors did not cover the three servers.')
@@ -119,7 +169,6 @@ export function describeRoutedAdapter(name: string, options: RoutedSuiteOptions)
     afterAll(async () => {
       await blog?.close()
       await source?.close()
-      await servers?.close()
     }, 60_000)
 
     it('writes each author on the server of the shard its email gives', async () => {
@@ -291,5 +340,17 @@ export function describeRoutedAdapter(name: string, options: RoutedSuiteOptions)
       }
       await expectAllAtHome()
     })
+
+    if (sourceCase.drawn) {
+      const drawnOn = sourceCase.drawn
+      it('draws every shard’s IDs on the shard’s home server', async () => {
+        const drawn = await drawnOn(servers)
+        expect(
+          drawn.filter(({ server, shard }) => homeOf(shard) !== server),
+          'shards whose IDs were drawn on a server that is not their home',
+        ).toEqual([])
+        expect(new Set(drawn.map(({ server }) => server))).toEqual(new Set(['a', 'b', 'c']))
+      })
+    }
   })
 }

@@ -1,6 +1,7 @@
 import type { IdSource, Sharding, ShardMap } from '@shardflake/core'
 import type { OrmId } from '../blog'
 import type { Dialect } from '../databases'
+import type { RoutedSourceCase } from './routed-sources'
 
 /**
  * The blog of {@link BlogThroughOrm}, spread over several servers: the ORM under test holds one
@@ -73,8 +74,12 @@ export interface RoutedSetupContext {
 /** How an adapter is put through {@link describeRoutedAdapter}. */
 export interface RoutedSuiteOptions {
   readonly dialect: Dialect
-  /** The source under test, made with `sharding`. @default InProcessSource over every shard */
-  createSource?: (sharding: Sharding) => IdSource | Promise<IdSource>
+  /**
+   * The sources to run the cases with, one after another on the same servers
+   * (`routedSources(dialect, packages)` gives every kind).
+   * @default [the in-process source over every shard]
+   */
+  readonly sources?: readonly RoutedSourceCase[]
   /** Builds the ORM: one handle per server, `ShardHomes` over them with `map`, the adapter. */
   setup(context: RoutedSetupContext): Promise<RoutedBlogThroughOrm>
 }

@@ -3,13 +3,17 @@
  * written through `shardedDatabases()`. Shared by both Drizzle versions (the 1.0 project resolves
  * `drizzle-orm` to the 1.0 install).
  */
-import type {
-  OrmId,
-  RoutedBlogThroughOrm,
-  RoutedSetupContext,
-  RoutedSuiteOptions,
+import {
+  type OrmId,
+  type RoutedBlogThroughOrm,
+  type RoutedSetupContext,
+  type RoutedSuiteOptions,
+  routedSources,
 } from '@shardflake/conformance'
 import { ShardHomes } from '@shardflake/core'
+import * as mysqlSources from '@shardflake/mysql'
+import * as postgresSources from '@shardflake/postgres'
+import * as redisSources from '@shardflake/redis'
 import { desc, eq, type Logger } from 'drizzle-orm'
 import type { MySqlTable } from 'drizzle-orm/mysql-core'
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2'
@@ -151,7 +155,15 @@ export async function routedBlogOnDrizzle(
   }
 }
 
-/** The routed suite's options for Drizzle on a dialect. */
+/** The routed suite's options for Drizzle on a dialect, with every source. */
 export function routedOptions(dialect: RoutedSuiteOptions['dialect']): RoutedSuiteOptions {
-  return { dialect, setup: routedBlogOnDrizzle }
+  return {
+    dialect,
+    sources: routedSources(dialect, {
+      postgres: postgresSources,
+      mysql: mysqlSources,
+      redis: redisSources,
+    }),
+    setup: routedBlogOnDrizzle,
+  }
 }

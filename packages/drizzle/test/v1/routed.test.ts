@@ -1,5 +1,5 @@
 import { describeRoutedAdapter } from '@shardflake/conformance'
 import { routedOptions } from '../support/routed-blog'
 
-describeRoutedAdapter('Drizzle 1.0 / PostgreSQL / in-process', routedOptions('postgres'))
-describeRoutedAdapter('Drizzle 1.0 / MariaDB / in-process', routedOptions('mysql'))
+describeRoutedAdapter('Drizzle 1.0 / PostgreSQL', routedOptions('postgres'))
+describeRoutedAdapter('Drizzle 1.0 / MariaDB', routedOptions('mysql'))

@@ -4,13 +4,17 @@
  * `shardedKysely()`. IDs come back by `RETURNING` on PostgreSQL; on MariaDB by `insertId` for one
  * row and `ids.assign()` first for several.
  */
-import type {
-  OrmId,
-  RoutedBlogThroughOrm,
-  RoutedSetupContext,
-  RoutedSuiteOptions,
+import {
+  type OrmId,
+  type RoutedBlogThroughOrm,
+  type RoutedSetupContext,
+  type RoutedSuiteOptions,
+  routedSources,
 } from '@shardflake/conformance'
 import { ShardHomes } from '@shardflake/core'
+import * as mysqlSources from '@shardflake/mysql'
+import * as postgresSources from '@shardflake/postgres'
+import * as redisSources from '@shardflake/redis'
 import { type Insertable, Kysely, type Transaction } from 'kysely'
 import { shardedKysely } from '../../src'
 import { type BlogDatabase, blogDialect, blogIds } from './blog'
@@ -153,7 +157,15 @@ export async function routedBlogOnKysely(
   }
 }
 
-/** The routed suite's options for Kysely on a dialect. */
+/** The routed suite's options for Kysely on a dialect, with every source. */
 export function routedOptions(dialect: RoutedSuiteOptions['dialect']): RoutedSuiteOptions {
-  return { dialect, setup: routedBlogOnKysely }
+  return {
+    dialect,
+    sources: routedSources(dialect, {
+      postgres: postgresSources,
+      mysql: mysqlSources,
+      redis: redisSources,
+    }),
+    setup: routedBlogOnKysely,
+  }
 }

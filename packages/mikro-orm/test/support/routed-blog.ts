@@ -4,12 +4,16 @@
  */
 import type { RequiredEntityData } from '@mikro-orm/core'
 import type { MikroORM } from '@mikro-orm/postgresql'
-import type {
-  RoutedBlogThroughOrm,
-  RoutedSetupContext,
-  RoutedSuiteOptions,
+import {
+  type RoutedBlogThroughOrm,
+  type RoutedSetupContext,
+  type RoutedSuiteOptions,
+  routedSources,
 } from '@shardflake/conformance'
 import { ShardHomes } from '@shardflake/core'
+import * as mysqlSources from '@shardflake/mysql'
+import * as postgresSources from '@shardflake/postgres'
+import * as redisSources from '@shardflake/redis'
 import { shardedIds, shardedOrms } from '../../src'
 import type { BlogPost } from './blog'
 import { openOrm } from './blog'
@@ -103,7 +107,15 @@ export async function routedBlogOnMikroOrm(
   }
 }
 
-/** The routed suite's options for MikroORM on a dialect. */
+/** The routed suite's options for MikroORM on a dialect, with every source. */
 export function routedOptions(dialect: RoutedSuiteOptions['dialect']): RoutedSuiteOptions {
-  return { dialect, setup: routedBlogOnMikroOrm }
+  return {
+    dialect,
+    sources: routedSources(dialect, {
+      postgres: postgresSources,
+      mysql: mysqlSources,
+      redis: redisSources,
+    }),
+    setup: routedBlogOnMikroOrm,
+  }
 }

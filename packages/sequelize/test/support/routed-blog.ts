@@ -2,12 +2,16 @@
  * The routed conformance blog on Sequelize: one `Sequelize` per server with the blog's models,
  * `ShardHomes` over them, written through `shardedSequelize()`.
  */
-import type {
-  RoutedBlogThroughOrm,
-  RoutedSetupContext,
-  RoutedSuiteOptions,
+import {
+  type RoutedBlogThroughOrm,
+  type RoutedSetupContext,
+  type RoutedSuiteOptions,
+  routedSources,
 } from '@shardflake/conformance'
 import { ShardHomes } from '@shardflake/core'
+import * as mysqlSources from '@shardflake/mysql'
+import * as postgresSources from '@shardflake/postgres'
+import * as redisSources from '@shardflake/redis'
 import type { Model, Sequelize } from 'sequelize'
 import { shardedIds, shardedSequelize } from '../../src'
 import { defineBlog, sequelizeOn } from './blog'
@@ -92,7 +96,15 @@ export async function routedBlogOnSequelize(
   }
 }
 
-/** The routed suite's options for Sequelize on a dialect. */
+/** The routed suite's options for Sequelize on a dialect, with every source. */
 export function routedOptions(dialect: RoutedSuiteOptions['dialect']): RoutedSuiteOptions {
-  return { dialect, setup: routedBlogOnSequelize }
+  return {
+    dialect,
+    sources: routedSources(dialect, {
+      postgres: postgresSources,
+      mysql: mysqlSources,
+      redis: redisSources,
+    }),
+    setup: routedBlogOnSequelize,
+  }
 }
