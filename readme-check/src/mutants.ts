@@ -94,7 +94,16 @@ export const MUTANTS: readonly Mutant[] = [
     readme: 'packages/drizzle/README.md',
     replace: "shardedId(bigint({ mode: 'bigint' }), { sameShardAs: 'postId' })",
     with: "shardedId(bigint({ mode: 'bigint' }), { shard: 7 })",
+    variant: 'postgres',
     fails: /comment \d+ is on shard 7, but belongs on shard 18/,
+  },
+  {
+    name: 'Drizzle on MariaDB with a pool that reads BIGINT as numbers: refused at startup',
+    readme: 'packages/drizzle/README.md',
+    replace: '  bigNumberStrings: true,\n',
+    with: '',
+    variant: 'mariadb',
+    fails: /reads BIGINT as JavaScript numbers/,
   },
   {
     name: 'PostgreSQL: the routed insert without its table',
