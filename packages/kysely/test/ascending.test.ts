@@ -101,7 +101,8 @@ describe('INSERT of 1000 rows on MariaDB: primary key pages', () => {
       )
       expect(stored).toHaveLength(rowsPerBatch)
       const byRow = new Array<bigint>(rowsPerBatch)
-      for (const row of stored) byRow[Number(String(row.email).split(/[.@]/)[1])] = BigInt(String(row.id))
+      for (const row of stored)
+        byRow[Number(String(row.email).split(/[.@]/)[1])] = BigInt(String(row.id))
       for (let i = 1; i < rowsPerBatch; i++) {
         expect(byRow[i]! > byRow[i - 1]!, `batch ${b}, row ${i}`).toBe(true)
       }

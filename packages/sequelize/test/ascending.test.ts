@@ -104,7 +104,9 @@ describe('bulkCreate() of 1000 rows on MariaDB: primary key pages', () => {
       await MemberAuto.bulkCreate(rows)
       // The same rows with IDs per shard, in row order: what bulkCreate() gave before.
       const perShard = allocateIds(source, shards)
-      await MemberPerShard.bulkCreate(rows.map((row, i) => ({ ...row, id: perShard[i]!.toString() })))
+      await MemberPerShard.bulkCreate(
+        rows.map((row, i) => ({ ...row, id: perShard[i]!.toString() })),
+      )
     }
     const stored = await raw.query('SELECT COUNT(*) AS n FROM members')
     expect(Number(stored[0]?.n)).toBe(batches * rowsPerBatch)

@@ -9,8 +9,8 @@
  */
 import { freshDatabase, type RawDatabase } from '@shardflake/conformance'
 import { allocateIds, defineSharding, InProcessSource, instagram } from '@shardflake/core'
-import { drizzle } from 'drizzle-orm/mysql2'
 import { bigint, int, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
+import { drizzle } from 'drizzle-orm/mysql2'
 import mysql from 'mysql2/promise'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ShardedIds, shardedId, shardedIds } from '../../src'
