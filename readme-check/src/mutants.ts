@@ -102,6 +102,7 @@ export const MUTANTS: readonly Mutant[] = [
     readme: 'packages/drizzle/README.md',
     replace: "shardedId(bigint({ mode: 'bigint' }), { sameShardAs: 'postId' })",
     with: "shardedId(bigint({ mode: 'bigint' }), { shard: 7 })",
+    variant: 'postgres',
     fails: /comment \d+ is on shard 7, but belongs on shard 18/,
   },
   {
@@ -109,6 +110,7 @@ export const MUTANTS: readonly Mutant[] = [
     readme: 'packages/drizzle/README.md',
     replace: "    { from: 0, to: 31, target: 'a' },\n    { from: 32, to: 63, target: 'b' },",
     with: "    { from: 0, to: 63, target: 'a' },",
+    variant: 'postgres',
     fails: /expected 1 post on server a, found 2/,
   },
   {
@@ -117,6 +119,14 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'for (const name of homes.serverNames) {\n  const db = homes.handleOf(name)',
     with: 'for (const name of [] as string[]) {\n  const db = homes.handleOf(name)',
     fails: /relation "users" does not exist/,
+  },
+  {
+    name: 'Drizzle on MariaDB with a pool that reads BIGINT as numbers: refused at startup',
+    readme: 'packages/drizzle/README.md',
+    replace: '  bigNumberStrings: true,\n',
+    with: '',
+    variant: 'mariadb',
+    fails: /reads BIGINT as JavaScript numbers/,
   },
   {
     name: 'PostgreSQL: the routed insert without its table',

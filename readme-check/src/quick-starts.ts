@@ -62,6 +62,25 @@ async function prismaBlog(database: SqlDatabase, output: string): Promise<void> 
  * models' tables): the user on the shard of its email, the post on its author's, the comment on
  * the post's (64 logical shards).
  */
+/** The Drizzle quick start's user, post and two comments, on both servers. */
+async function drizzleBlog(database: SqlDatabase, output: string): Promise<void> {
+  const text = database.kind === 'postgres' ? '::text' : ''
+  const users = await database.query(`SELECT id${text} AS id, email FROM users`)
+  ensureCount(users, 1, 'users')
+  ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
+  const posts = await database.query(`SELECT id${text} AS id, user_id${text} AS parent FROM posts`)
+  ensureCount(posts, 1, 'posts')
+  ensurePlaced(posts, (p) => shardOfId(p.parent), 'post')
+  const comments = await database.query(
+    `SELECT id${text} AS id, post_id${text} AS parent FROM comments`,
+  )
+  ensureCount(comments, 2, 'comments')
+  ensurePlaced(comments, (c) => shardOfId(c.parent), 'comment')
+  const shard = shardOfKey('ada@example.com', 64)
+  const printed = `[ ${shard}, ${shard}, ${shard}, ${shard} ]`
+  ensure(output.includes(printed), `the quick start does not print ${printed}`)
+}
+
 async function sequelizeBlog(database: SqlDatabase, output: string): Promise<void> {
   const sql =
     database.kind === 'postgres'
@@ -230,7 +249,7 @@ export const QUICK_STARTS: readonly QuickStart[] = [
     readme: 'packages/drizzle/README.md',
     variants: {
       // The quick start, then the horizontal-sharding recipe on two more databases.
-      default: variant({
+      postgres: variant({
         resources: { app: postgresDatabase(), a: postgresDatabase(), b: postgresDatabase() },
         env: ({ app, a, b }) => ({
           DATABASE_URL: app.url,
@@ -254,21 +273,13 @@ export const QUICK_STARTS: readonly QuickStart[] = [
             'comment',
           )
           ensure(/^1\n2$/m.test(output), 'homes.ts does not print 1, then 2')
-          const users = await app.query('SELECT id::text AS id, email FROM users')
-          ensureCount(users, 1, 'users')
-          ensurePlaced(users, (u) => shardOfKey(String(u.email), 64), 'user')
-          const posts = await app.query('SELECT id::text AS id, user_id::text AS parent FROM posts')
-          ensureCount(posts, 1, 'posts')
-          ensurePlaced(posts, (p) => shardOfId(p.parent), 'post')
-          const comments = await app.query(
-            'SELECT id::text AS id, post_id::text AS parent FROM comments',
-          )
-          ensureCount(comments, 2, 'comments')
-          ensurePlaced(comments, (c) => shardOfId(c.parent), 'comment')
-          const shard = shardOfKey('ada@example.com', 64)
-          const printed = `[ ${shard}, ${shard}, ${shard}, ${shard} ]`
-          ensure(output.includes(printed), `the quick start does not print ${printed}`)
+          await drizzleBlog(app, output)
         },
+      }),
+      mariadb: variant({
+        resources: { app: mariadbDatabase() },
+        env: ({ app }) => ({ DATABASE_URL: app.url }),
+        check: ({ resources: { app }, output }) => drizzleBlog(app, output),
       }),
     },
   },

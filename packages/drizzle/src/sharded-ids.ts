@@ -1,4 +1,5 @@
 import {
+  allocateAscending,
   allocateIds,
   ConfigurationError,
   checkKeyChange,
@@ -130,8 +131,10 @@ export class ShardedIds {
 
   /**
    * Gives every row of `table` that has no ID one, by the column's rule, before you pass the rows
-   * to `.values()`: one `nextIds` per shard, whatever the source. The rows are filled in place
-   * and returned. An ID you set is kept when it is on the shard the row's rule gives, and read
+   * to `.values()`. Several rows get IDs ascending in row order from an in-process or leased
+   * source when its time window allows (`allocateAscending`), so a multi-row INSERT appends to the
+   * primary key's B-tree as AUTO_INCREMENT does; otherwise, and from any other source, one
+   * `nextIds` per shard (IDs ascend per shard). The rows are filled in place and returned. An ID you set is kept when it is on the shard the row's rule gives, and read
    * exactly into the column's mode; on another shard it is refused with `MisplacedIdError` (inside
    * `trustSuppliedIds(() => ...)` it is kept as given: imports), a `number` past 2^53 with
    * `UnsafeNumberError`; an SQL expression or placeholder is left as it is. A row without its
@@ -301,7 +304,14 @@ export class ShardedIds {
         given.push([row, id])
       }
     }
-    const ids = pending.length > 0 ? await allocateIds(this.source, shards, context) : []
+    // Several rows: IDs ascending in row order when the source can (in-process, leased), so a
+    // multi-row INSERT appends to the primary key's B-tree as AUTO_INCREMENT does.
+    const ids =
+      pending.length > 1
+        ? await allocateAscending(this.source, shards, context)
+        : pending.length === 1
+          ? await allocateIds(this.source, shards, context)
+          : []
     for (const [row, id] of given) row[key] = sharded.mode === 'string' ? id.toString() : id
     pending.forEach((row, i) => {
       row[key] = sharded.mode === 'string' ? ids[i]!.toString() : ids[i]!

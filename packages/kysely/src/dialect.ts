@@ -3,7 +3,7 @@
  * connections fill pending IDs (asynchronous sources) just before a query is sent, and give a
  * one-row INSERT its ID as `insertId`.
  */
-import { allocateIds, type IdRequestContext, type IdSource, toSigned64 } from '@shardflake/core'
+import { type IdRequestContext, type IdSource, toSigned64 } from '@shardflake/core'
 import {
   CompiledQuery as Compiled,
   type CompiledQuery,
@@ -15,6 +15,7 @@ import {
   type RootOperationNode,
   type TransactionSettings,
 } from 'kysely'
+import { allocate } from './allocate'
 import { PendingId } from './pending-id'
 
 /** What the wrapped connections ask of the plugin. */
@@ -167,7 +168,7 @@ async function fillPendingIds(
   await Promise.all(
     [...bySource].map(async ([source, positions]) => {
       const shards = positions.map((i) => (parameters[i] as PendingId).shard)
-      const ids = await allocateIds(source, shards, context, { singleNextId: true })
+      const ids = await allocate(source, shards, context)
       positions.forEach((position, i) => {
         values[position] = toSigned64(ids[i]!)
       })

@@ -1,5 +1,4 @@
 import {
-  allocateIds,
   ConfigurationError,
   checkKnownOptions,
   type IdSource,
@@ -23,6 +22,7 @@ import {
   type UnknownRow,
   type ValuesNode,
 } from 'kysely'
+import { allocate } from './allocate'
 import { shardedDialect } from './dialect'
 import { checkForeignKeys } from './foreign-keys'
 import { PendingId } from './pending-id'
@@ -154,7 +154,8 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
   }
 
   /**
-   * Gives rows their IDs before you insert them, with any source: one `nextIds` call per shard.
+   * Gives rows their IDs before you insert them, with any source: ascending in row order from an
+   * in-process or leased source when its time window allows, else one `nextIds` call per shard.
    * Use it when you need the IDs first (MySQL has no `RETURNING`; children that reference a new
    * parent). Rows that have an ID keep it, checked against the rule like in an INSERT. Returns
    * copies of the rows with the key column set (a `bigint`); `C` names it when it is not `id`.
@@ -214,7 +215,7 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
         if (placement.checkShardColumn(values[shardColumn], shard)) shardValues.set(index, shard)
       }
     })
-    const ids = await allocateIds(this.source, shards, undefined, { singleNextId: true })
+    const ids = await allocate(this.source, shards)
     const copies = list.map((row) => ({ ...row }) as Record<string, unknown>)
     missing.forEach((index, i) => {
       copies[index]![column] = toSigned64(ids[i]!)
@@ -238,7 +239,7 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
   #fill(shards: readonly number[]): readonly unknown[] {
     const source = this.source
     if (isSyncSource(source)) {
-      return allocateIds(source, shards, undefined, { singleNextId: true }).map(toSigned64)
+      return allocate(source, shards).map(toSigned64)
     }
     if (!this.#wrapped) {
       throw new ConfigurationError(
@@ -282,7 +283,8 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
  * ID, or a fixed shard), from any shardflake source.
  *
  * - Rows without a key get one: the key column is added to the INSERT when the query has none,
- *   or filled where a row leaves it out (`undefined`, `null`). One `nextIds` call per shard.
+ *   or filled where a row leaves it out (`undefined`, `null`). A multi-row INSERT's IDs ascend in
+ *   row order when the source can (in-process, leased), else one `nextIds` call per shard.
  * - An ID you give a row is kept, after checking it is on the shard the rule gives.
  * - A synchronous source fills keys while Kysely compiles (`.compile()` shows them); an
  *   asynchronous one needs the dialect from {@link ShardedIdsPlugin.dialect}.

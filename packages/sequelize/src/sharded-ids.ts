@@ -1,4 +1,5 @@
 import {
+  allocateAscending,
   allocateIds,
   ConfigurationError,
   checkKeyChange,
@@ -94,7 +95,7 @@ export class ShardedIds {
   /**
    * Gives every row of `records` without a key its ID, for inserts that run no hooks
    * (`queryInterface.bulkInsert`, `{ hooks: false }`) or that take their key from the caller
-   * (`Model.upsert`): one `nextIds` per shard. Records are plain objects keyed by attribute name;
+   * (`Model.upsert`): ascending in record order when the source can, else one `nextIds` per shard. Records are plain objects keyed by attribute name;
    * the key is written as a decimal string. Keys already set are checked and kept.
    * @returns the same records
    * @throws MissingShardKeyError when a record's shard key or parent is not set
@@ -259,7 +260,8 @@ export class ShardedIds {
 
   /**
    * `beforeCreate` / `beforeBulkCreate`: IDs for `roots` and for the new instances their includes
-   * reach (parents first), one `allocateIds` for all of them.
+   * reach (parents first), in one allocation: ascending in row order per model when the source
+   * can (in-process, leased), else one `nextIds` per shard.
    */
   private write(roots: readonly Model[], options: WriteOptions): void | Promise<void> {
     const first = roots[0]
@@ -342,7 +344,14 @@ export class ShardedIds {
         this.#issued.set(instance, shards[i]!)
       }
     }
-    const ids = allocateIds(this.source, shards)
+    // Several rows: ascending in row order per model when the source can (in-process, leased),
+    // so a bulk INSERT appends to the primary key's B-tree as auto-increment keys do.
+    const ids =
+      pending.length > 1
+        ? allocateAscending(this.source, shards, undefined, {
+            groups: pending.map((node) => node.model),
+          })
+        : allocateIds(this.source, shards)
     if (Array.isArray(ids)) return place(ids)
     return ids.then(place)
   }
@@ -426,7 +435,9 @@ function includeKey(options: WriteOptions, attribute: string): void {
  *
  * - `Model.create()`, `instance.save()` of a new instance, `findOrCreate()`, association
  *   `createX()`: in `beforeCreate`.
- * - `Model.bulkCreate()`: in `beforeBulkCreate`, one `nextIds` call per shard for all rows (with
+ * - `Model.bulkCreate()`: in `beforeBulkCreate`, for all rows at once: ascending in row order
+ *   from an in-process or leased source when its time window allows (the INSERT appends to the
+ *   primary key's B-tree as auto-increment keys do), else one `nextIds` call per shard (with
  *   `individualHooks: true` too: each row's `beforeCreate` then finds its ID).
  * - Nested creates (`include`): the whole graph in the first hook, one `nextIds` per shard:
  *   `belongsTo` parents (which Sequelize inserts first) are placed by their own rule, and children
