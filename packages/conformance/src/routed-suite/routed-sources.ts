@@ -111,13 +111,19 @@ export interface SourcePackages<Pool extends MysqlPoolLike> {
  *
  * @example
  * ```ts
- * import * as mysql from '@shardflake/mysql'
- * import * as postgres from '@shardflake/postgres'
- * import * as redis from '@shardflake/redis'
+ * import {
+ *   describeRoutedAdapter,
+ *   type MysqlPoolLike,
+ *   routedSources,
+ *   type SourcePackages,
+ * } from '@shardflake/conformance'
+ * // The modules, imported by the adapter's test: `import * as postgres from '@shardflake/postgres'`, ...
+ * declare const packages: SourcePackages<MysqlPoolLike>
+ * declare const routedBlogOnTypeorm: Parameters<typeof describeRoutedAdapter>[1]['setup']
  *
  * describeRoutedAdapter('TypeORM / PostgreSQL', {
  *   dialect: 'postgres',
- *   sources: routedSources('postgres', { postgres, mysql, redis }),
+ *   sources: routedSources('postgres', packages),
  *   setup: (context) => routedBlogOnTypeorm(context),
  * })
  * ```
