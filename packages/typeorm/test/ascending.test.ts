@@ -11,7 +11,7 @@ import {
 } from '@shardflake/conformance'
 import { InProcessSource } from '@shardflake/core'
 import { DataSource } from 'typeorm'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { shardedIds } from '../src'
 import { Author, Comment, dataSourceOptions, Post } from './blog'
 
@@ -21,6 +21,15 @@ describe('bulk save() on MariaDB', () => {
   let raw: RawDatabase
   let dataSource: DataSource
   let source: InProcessSource
+  /**
+   * How far the source's clock is ahead. A batch ascends within the unused time behind the
+   * source's clock: back-to-back batches of hundreds of rows use it up (and fall back to per-shard
+   * order), so the clock moves 1 s before each batch, as between the batches of an application.
+   */
+  let skew = 0
+  const room = () => {
+    skew += 1000
+  }
 
   beforeAll(async () => {
     raw = await freshDatabase('mysql', 'h24_ascending_typeorm_my')
@@ -29,17 +38,12 @@ describe('bulk save() on MariaDB', () => {
     for (const table of ['authors', 'posts', 'comments']) {
       await raw.query(`ALTER TABLE ${table} ADD seq BIGINT NOT NULL AUTO_INCREMENT, ADD KEY (seq)`)
     }
-    source = new InProcessSource({ sharding, shards: 'all' })
-    source.nextId(0)
+    source = new InProcessSource({ sharding, shards: 'all', clock: () => Date.now() + skew })
+    source.nextId(0) // the source's first clock reading: no batch takes time before it
     dataSource = new DataSource(dataSourceOptions(raw, [Author, Post, Comment]))
     shardedIds(dataSource, { source })
     await dataSource.initialize()
-    // The source has unused time behind its clock from here on.
-    await new Promise((resolve) => setTimeout(resolve, 400))
   })
-  // A batch ascends within the unused time behind the source's clock: back-to-back batches of
-  // hundreds of rows use it up (and fall back to per-shard order), so each test starts with some.
-  beforeEach(() => new Promise((resolve) => setTimeout(resolve, 400)))
   afterAll(async () => {
     await dataSource?.destroy()
     source?.close()
@@ -54,6 +58,7 @@ describe('bulk save() on MariaDB', () => {
     const shards = emails.map((email) => sharding.shardForKey(email))
     expect(shards.filter((shard, i) => i > 0 && shard < shards[i - 1]!).length).toBeGreaterThan(100)
     const authors = emails.map((email) => Object.assign(new Author(), { email }))
+    room()
     await dataSource.getRepository(Author).save(authors)
     const ids = authors.map((author) => BigInt(author.id))
     for (let i = 1; i < ids.length; i++) {
@@ -72,10 +77,12 @@ describe('bulk save() on MariaDB', () => {
     const authors = Array.from({ length: 40 }, (_, i) =>
       Object.assign(new Author(), { email: `pair-${(i * 13) % 40}@example.com` }),
     )
+    room()
     await dataSource.getRepository(Author).save(authors)
     const posts = authors.map((author, i) =>
       Object.assign(new Post(), { author, title: `pair post ${i}` }),
     )
+    room()
     await dataSource.getRepository(Post).save(posts)
     const postIds = posts.map((post) => BigInt(post.id!))
     for (let i = 1; i < postIds.length; i++) expect(postIds[i]! > postIds[i - 1]!).toBe(true)
@@ -112,6 +119,7 @@ describe('bulk save() on MariaDB', () => {
 
   it('repository.insert() of plain objects', async () => {
     const rows: Partial<Author>[] = shuffled('inserted', 300).map((email) => ({ email }))
+    room()
     await dataSource.getRepository(Author).insert(rows)
     const ids = await received('authors', 'email', 'inserted-')
     expectAscending(ids, 300)
@@ -120,6 +128,7 @@ describe('bulk save() on MariaDB', () => {
 
   it('a query-builder insert().values([...])', async () => {
     const values: Partial<Author>[] = shuffled('built', 300).map((email) => ({ email }))
+    room()
     await dataSource.createQueryBuilder().insert().into(Author).values(values).execute()
     const ids = await received('authors', 'email', 'built-')
     expectAscending(ids, 300)
@@ -128,6 +137,7 @@ describe('bulk save() on MariaDB', () => {
 
   it('cascaded children: posts of many authors, each with comments, in one save()', async () => {
     const authors = shuffled('cascade', 60).map((email) => Object.assign(new Author(), { email }))
+    room()
     await dataSource.getRepository(Author).save(authors)
     const posts = authors.map((author, i) =>
       Object.assign(new Post(), {
@@ -136,6 +146,7 @@ describe('bulk save() on MariaDB', () => {
         comments: [0, 1, 2].map((j) => Object.assign(new Comment(), { body: `cascade ${i}.${j}` })),
       }),
     )
+    room()
     await dataSource.getRepository(Post).save(posts)
     expectAscending(await received('posts', 'title', 'cascade post '), 60)
     expectAscending(await received('comments', 'body', 'cascade '), 180)
