@@ -21,7 +21,7 @@
  * `--authors=N` spreads each INSERT over N authors, so N logical shards (1: one author's rows,
  * one shard). `--chart <file>` writes every round's rows/s for bench-charts.
  */
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
 import { defineSharding, InProcessSource, instagram, stringifyIds } from '@shardflake/core'
 import { shardedIds } from '@shardflake/drizzle'
@@ -79,6 +79,30 @@ for (const name of Object.values(databases)) {
 const pools = {
   main: new pg.Pool({ connectionString: urlOf(databases.main), max: 4 }),
   inProcess: new pg.Pool({ connectionString: urlOf(databases.inProcess), max: 4 }),
+}
+/** PostgreSQL's server processes serving the pools (their pids). */
+const backends = new Set<number>()
+for (const pool of Object.values(pools)) {
+  // The server processes behind the pools, for the server's CPU time per INSERT.
+  pool.on('connect', (client) => {
+    backends.add((client as unknown as { processID: number }).processID)
+  })
+}
+/**
+ * CPU time the pools' server processes have run, in ms, from `/proc/<pid>/schedstat`: only on
+ * the database's machine (else 0). INSERTs run one at a time, so the difference around one is
+ * the server's work for it (parse, bind, insert, index, commit), without waiting for a core.
+ */
+function serverCpuMs(): number {
+  let ns = 0
+  for (const pid of backends) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0])
+    } catch {
+      backends.delete(pid) // ended, or not on this machine
+    }
+  }
+  return ns / 1e6
 }
 await installPostgres(pools.main, { sharding, shards: 'all' })
 /** The pool as the database sources see it, counting their round trips (next_ids() calls). */
@@ -139,6 +163,10 @@ for (const [name, { db, tables, ids }] of [
 type Mode = 'identity' | 'in-process' | '$defaultFn' | 'database' | 'db, no prefetch'
 const names: Mode[] = ['identity', 'in-process', '$defaultFn', 'database', 'db, no prefetch']
 
+/** This process's CPU time and the server's in the last {@link insert}, in ms. */
+let lastCpuMs = 0
+let lastServerMs = 0
+
 /** One INSERT of `size` posts, spread over `authorsPerInsert` authors; returns its ms. */
 async function insert(mode: Mode, size: number, seed: number): Promise<number> {
   const list =
@@ -159,6 +187,8 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
       : mode === 'db, no prefetch'
         ? sharded.direct
         : sharded.inProcess
+  const server = serverCpuMs()
+  const cpu = process.cpuUsage()
   const started = performance.now()
   let returned: unknown[]
   if (mode === 'identity') {
@@ -177,8 +207,31 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
     returned = assigned
   }
   const elapsed = performance.now() - started
+  const used = process.cpuUsage(cpu)
+  lastCpuMs = (used.user + used.system) / 1000
+  lastServerMs = serverCpuMs() - server
   if (returned.length !== size) throw new Error(`${mode}: ${returned.length} rows, not ${size}`)
   return elapsed
+}
+
+/**
+ * The order of the modes for one insert: a shuffle drawn from `seed` (the same every run), so that
+ * each mode follows every other equally often. A fixed cycle would always put the same mode right
+ * after the switch from one database's connections to the other's.
+ */
+function orderOf(seed: number): Mode[] {
+  const order = [...names]
+  let state = seed >>> 0
+  for (let i = order.length - 1; i > 0; i--) {
+    // mulberry32
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    const j = Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * (i + 1))
+    ;[order[i], order[j]] = [order[j]!, order[i]!]
+  }
+  return order
 }
 
 const median = (values: number[]) => {
@@ -200,6 +253,10 @@ interface Result {
   ratioMax: number
   p50Ms: number
   p99Ms: number
+  /** This process's CPU time per INSERT (median): assigning, building, sending, reading back. */
+  cpuMsPerInsert: number
+  /** The server processes' CPU time per INSERT (median), next_ids() calls included. */
+  serverCpuMsPerInsert: number
   roundTripsPerInsert: number | null
 }
 const results: Result[] = []
@@ -212,19 +269,22 @@ for (const size of sizes) {
   const throughput = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const ratios = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const latencies = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const cpuTimes = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const serverTimes = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const calls = new Map<Mode, number>(names.map((mode) => [mode, 0]))
   for (let round = 0; round <= rounds; round++) {
     const total = new Map<Mode, number>(names.map((mode) => [mode, 0]))
     for (let n = 0; n < inserts; n++) {
       seed++
-      // Every mode does the same INSERT back to back, in a rotating order.
-      for (let i = 0; i < names.length; i++) {
-        const mode = names[(i + seed) % names.length]!
+      // Every mode does the same INSERT back to back, in a shuffled order.
+      for (const mode of orderOf(seed)) {
         const before = roundTrips
         const elapsed = await insert(mode, size, seed)
         if (round === 0) continue // warm-up
         total.set(mode, total.get(mode)! + elapsed)
         latencies.get(mode)!.push(elapsed)
+        cpuTimes.get(mode)!.push(lastCpuMs)
+        serverTimes.get(mode)!.push(lastServerMs)
         calls.set(mode, calls.get(mode)! + roundTrips - before)
       }
     }
@@ -246,6 +306,8 @@ for (const size of sizes) {
       ratioMax: Number(Math.max(...modeRatios).toFixed(3)),
       p50Ms: Number(percentile(latencies.get(mode)!, 50).toFixed(2)),
       p99Ms: Number(percentile(latencies.get(mode)!, 99).toFixed(2)),
+      cpuMsPerInsert: Number(median(cpuTimes.get(mode)!).toFixed(3)),
+      serverCpuMsPerInsert: Number(median(serverTimes.get(mode)!).toFixed(3)),
       roundTripsPerInsert:
         mode === 'database' || mode === 'db, no prefetch'
           ? Number((calls.get(mode)! / (rounds * inserts)).toFixed(2))
@@ -313,11 +375,11 @@ if (json) {
     `Drizzle ${npmVersion} + PostgreSQL: INSERTs of posts, ${rounds} rounds, medians; ratio = rows/s vs identity in the same round (min..max)\n`,
   )
   console.log(
-    `${'rows'.padStart(5)}  ${'mode'.padEnd(15)} ${'rows/s'.padStart(9)} ${'ratio'.padStart(6)} ${'(min..max)'.padEnd(13)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)}  round trips/INSERT`,
+    `${'rows'.padStart(5)}  ${'mode'.padEnd(15)} ${'rows/s'.padStart(9)} ${'ratio'.padStart(6)} ${'(min..max)'.padEnd(13)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'cpu ms'.padStart(7)} ${'srv ms'.padStart(7)}  round trips/INSERT`,
   )
   for (const r of results) {
     console.log(
-      `${String(r.size).padStart(5)}  ${r.mode.padEnd(15)} ${String(r.rowsPerSecond).padStart(9)} ${r.ratio.toFixed(2).padStart(6)} ${`(${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)})`.padEnd(13)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)}  ${r.roundTripsPerInsert ?? '-'}`,
+      `${String(r.size).padStart(5)}  ${r.mode.padEnd(15)} ${String(r.rowsPerSecond).padStart(9)} ${r.ratio.toFixed(2).padStart(6)} ${`(${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)})`.padEnd(13)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)} ${r.cpuMsPerInsert.toFixed(2).padStart(7)} ${r.serverCpuMsPerInsert.toFixed(2).padStart(7)}  ${r.roundTripsPerInsert ?? '-'}`,
     )
   }
   console.log(

@@ -4,7 +4,7 @@
  * medians of several rounds with the smallest and largest round.
  *
  *   node src/bench.ts [--json] [--quick] [--sizes=1,1000] [--rounds=7] [--database=sf_kysely_example]
- *     [--authors=16] [--prefetch-max-age-ms=1000] [--chart <file>]
+ *     [--authors=16] [--prefetch-size=100] [--prefetch-max-age-ms=1000] [--chart <file>]
  *   (after `pnpm build`; PG_URL elsewhere; AUTHORS_PER_INSERT=16 spreads each batch over 16
  *   authors, so 16 shards)
  *
@@ -25,10 +25,13 @@
  *                       asynchronous source takes (pending keys filled as the query runs)
  * - ids given:          the same generator's IDs made before the clock starts and inserted with
  *                       no plugin: what carrying a 64-bit key in the INSERT costs by itself
+ * - db ids given:       the same with the database source's IDs (next_ids(), no prefetch) into the
+ *                       database modes' table: whether a cost follows the IDs or the table
  * - database:           PostgresSource (next_ids() in the database) with `prefetch: { size: 100 }`
+ *                       (`--prefetch-size`, `--prefetch-max-age-ms`)
  * - db, no prefetch:    the same source without prefetch: one next_ids() round trip per insert
  */
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
 import {
   allocateIds,
@@ -66,6 +69,8 @@ const loadAtStart = loadavg()[0]!
  * cannot turn the round-trip count into a timing measurement.
  */
 const prefetchMaxAgeMs = Number(option('prefetch-max-age-ms') ?? 1000)
+/** How many IDs one round trip of the prefetching source fetches ahead. */
+const prefetchSize = Number(option('prefetch-size') ?? 100)
 const authorsPerInsert = Number(process.env.AUTHORS_PER_INSERT ?? 1)
 /** How many authors (so shards) the inserts take turns over. */
 const authorCount = Number(option('authors') ?? 16)
@@ -94,7 +99,31 @@ const pools = {
   main: new pg.Pool({ connectionString: urlOf(databases.main), max: 8 }),
   inProcess: new pg.Pool({ connectionString: urlOf(databases.inProcess), max: 8 }),
 }
-for (const pool of Object.values(pools)) pool.on('error', () => undefined) // idle connections ended
+for (const pool of Object.values(pools)) {
+  pool.on('error', () => undefined) // idle connections ended
+  // The server processes behind the pools, for the server's CPU time per insert.
+  pool.on('connect', (client) => {
+    backends.add((client as unknown as { processID: number }).processID)
+  })
+}
+/** PostgreSQL's server processes serving the pools (their pids). */
+const backends = new Set<number>()
+/**
+ * CPU time the pools' server processes have run, in ms, from `/proc/<pid>/schedstat`: only on
+ * the database's machine (else 0). Inserts run one at a time, so the difference around one is
+ * the server's work for it (parse, bind, insert, index, commit), without waiting for a core.
+ */
+function serverCpuMs(): number {
+  let ns = 0
+  for (const pid of backends) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0])
+    } catch {
+      backends.delete(pid) // ended, or not on this machine
+    }
+  }
+  return ns / 1e6
+}
 await installPostgres(pools.main, { sharding, shards: 'all' })
 
 const inProcess = new InProcessSource({ sharding, shards: 'all' })
@@ -109,7 +138,7 @@ const counted: SqlClient = {
 const prefetched = new PostgresSource({
   sharding,
   databases: counted,
-  prefetch: { size: 100, maxAgeMs: prefetchMaxAgeMs },
+  prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs },
 })
 const direct = new PostgresSource({ sharding, databases: counted })
 /** The in-process generator behind promises: what an asynchronous source costs without a server. */
@@ -136,6 +165,7 @@ const modes = {
   'in-process, plugin': open(pools.inProcess, inProcess, 'plugin'),
   'in-process, async': open(pools.inProcess, deferred),
   'ids given': open(pools.inProcess),
+  'db ids given': open(pools.main),
   database: open(pools.main, prefetched),
   'db, no prefetch': open(pools.main, direct),
 }
@@ -144,6 +174,8 @@ const names = Object.keys(modes) as Mode[]
 const isAuto = (mode: Mode) => mode === 'autoincrement'
 /** The modes whose IDs the in-process generator makes: they write the in-process database. */
 const isInProcess = (mode: Mode) => mode.startsWith('in-process') || mode === 'ids given'
+/** The modes that insert IDs made before the clock starts, without the plugin. */
+const isGiven = (mode: Mode) => mode === 'ids given' || mode === 'db ids given'
 
 // Existing authors, the same emails in every key scheme and database.
 const emails = Array.from({ length: authorCount }, (_, i) => `author${i}@example.com`)
@@ -173,6 +205,8 @@ const authorIds = {
 
 /** CPU time this process spent in the last {@link insert}, in ms (its own work, not the server's). */
 let lastCpuMs = 0
+/** The server processes' CPU time in the last {@link insert}, in ms. */
+let lastServerMs = 0
 
 /** One INSERT of `size` posts (one statement, keys returned); the time it took in ms. */
 async function insert(mode: Mode, size: number, seed: number): Promise<number> {
@@ -185,16 +219,16 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
     author_id: ids[(seed + (i % authorsPerInsert)) % ids.length]!,
     title: `post ${seed}.${i}`,
   }))
-  // 'ids given': keys made before the clock starts, inserted without the plugin.
-  const made =
-    mode === 'ids given'
-      ? allocateIds(
-          inProcess,
-          rows.map((row) => sharding.shardOfId(row.author_id)),
-        )
-      : undefined
+  // 'ids given', 'db ids given': keys made before the clock starts, inserted without the plugin.
+  const made = isGiven(mode)
+    ? await allocateIds(
+        mode === 'ids given' ? inProcess : direct,
+        rows.map((row) => sharding.shardOfId(row.author_id)),
+      )
+    : undefined
   const posts = made ? rows.map((row, i) => ({ ...row, id: made[i]! })) : rows
   const db = modes[mode]
+  const server = serverCpuMs()
   const cpu = process.cpuUsage()
   const started = performance.now()
   if (isAuto(mode)) await db.insertInto('auto_posts').values(rows).returning('id').execute()
@@ -202,7 +236,28 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
   const elapsed = performance.now() - started
   const used = process.cpuUsage(cpu)
   lastCpuMs = (used.user + used.system) / 1000
+  lastServerMs = serverCpuMs() - server
   return elapsed
+}
+
+/**
+ * The order of the modes for one insert: a shuffle drawn from `seed` (the same every run), so that
+ * each mode follows every other equally often. A fixed cycle would always put the same mode right
+ * after the switch from one database's connections to the other's.
+ */
+function orderOf(seed: number): Mode[] {
+  const order = [...names]
+  let state = seed >>> 0
+  for (let i = order.length - 1; i > 0; i--) {
+    // mulberry32
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    const j = Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * (i + 1))
+    ;[order[i], order[j]] = [order[j]!, order[i]!]
+  }
+  return order
 }
 
 const median = (values: number[]) => {
@@ -226,6 +281,8 @@ interface Result {
   p99Ms: number
   /** This process's CPU time per insert (median): building, compiling, sending, reading back. */
   cpuMsPerInsert: number
+  /** The server processes' CPU time per insert (median), next_ids() calls included. */
+  serverCpuMsPerInsert: number
   roundTripsPerInsert: number | null
 }
 const results: Result[] = []
@@ -239,20 +296,21 @@ for (const size of sizes) {
   const ratios = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const latencies = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const cpuTimes = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
+  const serverTimes = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
   const calls = new Map<Mode, number>(names.map((mode) => [mode, 0]))
   for (let round = 0; round <= rounds; round++) {
     const total = new Map<Mode, number>(names.map((mode) => [mode, 0]))
     for (let n = 0; n < inserts; n++) {
       seed++
-      // Every mode does the same insert back to back, in a rotating order.
-      for (let i = 0; i < names.length; i++) {
-        const mode = names[(i + seed) % names.length]!
+      // Every mode does the same insert back to back, in a shuffled order.
+      for (const mode of orderOf(seed)) {
         const before = roundTrips
         const elapsed = await insert(mode, size, seed)
         if (round === 0) continue // warm-up
         total.set(mode, total.get(mode)! + elapsed)
         latencies.get(mode)!.push(elapsed)
         cpuTimes.get(mode)!.push(lastCpuMs)
+        serverTimes.get(mode)!.push(lastServerMs)
         calls.set(mode, calls.get(mode)! + roundTrips - before)
       }
     }
@@ -275,6 +333,7 @@ for (const size of sizes) {
       p50Ms: Number(percentile(latencies.get(mode)!, 50).toFixed(2)),
       p99Ms: Number(percentile(latencies.get(mode)!, 99).toFixed(2)),
       cpuMsPerInsert: Number(median(cpuTimes.get(mode)!).toFixed(3)),
+      serverCpuMsPerInsert: Number(median(serverTimes.get(mode)!).toFixed(3)),
       roundTripsPerInsert:
         mode === 'database' || mode === 'db, no prefetch'
           ? Number((calls.get(mode)! / (rounds * inserts)).toFixed(2))
@@ -289,7 +348,7 @@ if (chartFile) {
     title: 'Kysely inserts on PostgreSQL: sharded keys from the plugin against BIGSERIAL',
     unit: 'rows/s',
     note: [
-      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds after a warm-up; per mode and round ${sizes.map((size) => `${insertsPerRound(size)} inserts of ${size}`).join(', ')}; inserts by ${authorCount} authors in turn (${authorsPerInsert} per insert), prefetched IDs kept ${prefetchMaxAgeMs} ms, Node ${process.versions.node}`,
+      `${new Date().toISOString().slice(0, 10)}, ${rounds} rounds after a warm-up; per mode and round ${sizes.map((size) => `${insertsPerRound(size)} inserts of ${size}`).join(', ')}; inserts by ${authorCount} authors in turn (${authorsPerInsert} per insert), prefetch ${prefetchSize} IDs kept ${prefetchMaxAgeMs} ms, Node ${process.versions.node}`,
       `Load average ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)} on ${availableParallelism()} cores at the start and end of the run`,
     ],
     baseline: 'autoincrement',
@@ -342,11 +401,11 @@ if (json) {
     `Kysely + PostgreSQL: inserts with RETURNING id, ${rounds} rounds, medians; ratio = rows/s vs autoincrement in the same round (min..max over rounds)\n`,
   )
   console.log(
-    `${'rows'.padStart(5)}  ${'mode'.padEnd(18)} ${'rows/s'.padStart(8)} ${'ratio'.padStart(6)} ${'min..max'.padStart(11)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'cpu ms'.padStart(7)}  round trips/insert`,
+    `${'rows'.padStart(5)}  ${'mode'.padEnd(18)} ${'rows/s'.padStart(8)} ${'ratio'.padStart(6)} ${'min..max'.padStart(11)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'cpu ms'.padStart(7)} ${'srv ms'.padStart(7)}  round trips/insert`,
   )
   for (const r of results) {
     console.log(
-      `${String(r.size).padStart(5)}  ${r.mode.padEnd(18)} ${String(r.rowsPerSecond).padStart(8)} ${r.ratio.toFixed(2).padStart(6)} ${`${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)}`.padStart(11)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)} ${r.cpuMsPerInsert.toFixed(2).padStart(7)}  ${r.roundTripsPerInsert ?? '-'}`,
+      `${String(r.size).padStart(5)}  ${r.mode.padEnd(18)} ${String(r.rowsPerSecond).padStart(8)} ${r.ratio.toFixed(2).padStart(6)} ${`${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)}`.padStart(11)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)} ${r.cpuMsPerInsert.toFixed(2).padStart(7)} ${r.serverCpuMsPerInsert.toFixed(2).padStart(7)}  ${r.roundTripsPerInsert ?? '-'}`,
     )
   }
   console.log(

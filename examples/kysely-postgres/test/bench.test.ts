@@ -13,6 +13,8 @@ interface Result {
   mode: string
   rowsPerSecond: number
   ratio: number
+  cpuMsPerInsert: number
+  serverCpuMsPerInsert: number
   roundTripsPerInsert: number | null
 }
 
@@ -45,5 +47,11 @@ it('runs the insert benchmark: rows co-located, one round trip per insert withou
     }
     expect(of('db, no prefetch', size).roundTripsPerInsert).toBe(1)
     expect(of('database', size).roundTripsPerInsert).toBeLessThan(1) // 100 IDs per trip
+  }
+  // Client and server CPU per insert are measured for every mode (the server's from its
+  // processes' schedstat: this suite's database runs on this machine).
+  for (const result of results) {
+    expect(result.cpuMsPerInsert).toBeGreaterThan(0)
+    expect(result.serverCpuMsPerInsert).toBeGreaterThan(0)
   }
 }, 200_000)
