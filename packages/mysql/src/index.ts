@@ -16,7 +16,7 @@ export {
 } from './move'
 export { MysqlSource, type MysqlSourceOptions } from './mysql-source'
 export { BIG_NUMBER_OPTIONS, checkBigNumberConfig, createMysqlPool } from './pool'
-export { mysqlRowStore } from './row-store'
+export { type MysqlRowStoreOptions, mysqlRowStore } from './row-store'
 export { MysqlShardDirectory, type MysqlShardDirectoryOptions } from './shard-directory'
 export { detectDialect } from './shard-state'
 export {

@@ -1,8 +1,10 @@
 import {
   ConfigurationError,
+  checkKnownOptions,
   type MovedTable,
   type RowRange,
   type RowStore,
+  readDuration,
   type StoredRow,
   throwIfCancelled,
 } from '@shardflake/core'
@@ -10,6 +12,22 @@ import type { Pool } from 'mysql2/promise'
 import { driverError, translateError } from './errors'
 import { quoteIdentifier } from './identifiers'
 import { checkPool } from './pool'
+import { callServer } from './server-call'
+
+/** What {@link mysqlRowStore} takes besides its pool. */
+export interface MysqlRowStoreOptions {
+  /**
+   * How long one statement of the move (a page of rows read, written or deleted) may run before
+   * it is killed on the server (`KILL QUERY`) and the move fails with `TimedOutError`
+   * (retryable: run the move again, it resumes). A server that stopped answering then ends the
+   * move instead of stalling it, and the application's writes to the moving shards.
+   * @default 60000
+   */
+  readonly timeoutMs?: number
+}
+
+const OPTIONS = ['timeoutMs']
+const DEFAULT_TIMEOUT_MS = 60_000
 
 /** What the store learnt of a table. */
 interface Shape {
@@ -68,14 +86,21 @@ const FOREIGN_KEY_VIOLATION = 1452
  * ```
  * @throws InvalidArgumentError for something that is not a mysql2 promise pool.
  */
-export function mysqlRowStore(pool: Pool): RowStore {
+export function mysqlRowStore(pool: Pool, options: MysqlRowStoreOptions = {}): RowStore {
   checkPool('mysqlRowStore', pool)
+  checkKnownOptions('mysqlRowStore options', options, OPTIONS)
+  const timeoutMs = readDuration('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS, { min: 1 })
   const shapes = new Map<string, Promise<Shape>>()
 
-  async function run(what: string, sql: string, params: unknown[]): Promise<unknown> {
+  /** Runs one statement within the deadline; a give-up kills it on the server. */
+  async function run(
+    what: string,
+    sql: string,
+    params: unknown[],
+    signal?: AbortSignal,
+  ): Promise<unknown> {
     try {
-      const [result] = await pool.query(sql, params)
-      return result
+      return await callServer({ pool, timeoutMs, signal, what }, (query) => query(sql, params))
     } catch (error) {
       throw translateError(error, { what })
     }
@@ -176,6 +201,7 @@ export function mysqlRowStore(pool: Pool): RowStore {
         `reading rows of table ${table.name}`,
         `SELECT CAST(${shape.id} AS CHAR) AS id, JSON_ARRAY(${values}) AS content FROM ${shape.name} WHERE ${where(shape, range, params)} ORDER BY ${shape.id}${limitOf(range)}`,
         params,
+        signal,
       )) as { id: string; content: unknown }[]
       // mysql2 parses JSON results (MariaDB marks JSON_ARRAY as JSON), or hands back the text:
       // one canonical text either way.
@@ -203,20 +229,16 @@ export function mysqlRowStore(pool: Pool): RowStore {
       const valuesOf = (row: StoredRow) => JSON.parse(row.content) as unknown[]
       const what = `writing rows of table ${table.name}`
       try {
-        await pool.query(statement(rows.length), rows.flatMap(valuesOf))
+        await run(what, statement(rows.length), rows.flatMap(valuesOf), signal)
       } catch (error) {
-        if (mode !== 'missing' || driverError(error)?.errno !== FOREIGN_KEY_VIOLATION) {
-          throw translateError(error, { what })
-        }
+        if (mode !== 'missing' || !isForeignKeyViolation(error)) throw error
         // A child whose parent arrived on the source after the parent table was copied: copy
         // the others; the switch copies it, once its parent is there.
         for (const row of rows) {
           try {
-            await pool.query(statement(1), valuesOf(row))
+            await run(what, statement(1), valuesOf(row), signal)
           } catch (each) {
-            if (driverError(each)?.errno !== FOREIGN_KEY_VIOLATION) {
-              throw translateError(each, { what })
-            }
+            if (!isForeignKeyViolation(each)) throw each
           }
         }
       }
@@ -230,6 +252,7 @@ export function mysqlRowStore(pool: Pool): RowStore {
         `deleting rows of table ${table.name}`,
         `DELETE FROM ${shape.name} WHERE ${shape.id} IN (${ids.map(() => 'CAST(? AS SIGNED)').join(', ')})`,
         ids.map(String),
+        signal,
       )
     },
 
@@ -241,10 +264,16 @@ export function mysqlRowStore(pool: Pool): RowStore {
         `deleting rows of table ${table.name}`,
         `DELETE FROM ${shape.name} WHERE ${where(shape, range, params)} ORDER BY ${shape.id}${limitOf(range)}`,
         params,
+        signal,
       )) as { affectedRows: number }
       return result.affectedRows
     },
   }
+}
+
+/** A translated failure whose cause is the server's foreign-key violation. */
+function isForeignKeyViolation(error: unknown): boolean {
+  return driverError((error as { cause?: unknown } | null)?.cause)?.errno === FOREIGN_KEY_VIOLATION
 }
 
 /** A column name read from the catalog, in backquotes (backquotes doubled). */

@@ -318,13 +318,19 @@ describe('MysqlSource useContextQuery', () => {
       expect(await counter(ARIA, 2)).toBe(before2) // served from memory
 
       const viaCaller = await source.nextIds(1, 7, context) // shard 1: the caller's connection
-      expect(calls).toHaveLength(2) // its first use: the check, then the reserve
-      expect(reserves(calls)).toHaveLength(1)
+      // Its first use: the check, then the reserve (tried again, after 1, 2, 4 ... ms, while the
+      // counter is ahead of the clock: a loaded machine can leave it there).
+      const checks = () => calls.filter((sql) => !sql.includes('reserve_ids'))
+      expect(checks()).toHaveLength(1)
+      expect(reserves(calls).length).toBeGreaterThanOrEqual(1)
       expect(counterValue(viaCaller[6]!) + 1n).toBe(await counter(ARIA, 1)) // exactly 7 reserved
+      const reservedBefore = reserves(calls).length
       await source.nextIds(1, 1, context)
-      expect(calls).toHaveLength(3) // checked once per shard
+      expect(checks()).toHaveLength(1) // checked once per shard
+      expect(reserves(calls).length).toBeGreaterThan(reservedBefore)
+      const callsBefore = calls.length
       await source.nextIds(1, 1) // no context: the pool and the buffer
-      expect(calls).toHaveLength(3)
+      expect(calls).toHaveLength(callsBefore)
     } finally {
       await connection.rollback()
       connection.release()

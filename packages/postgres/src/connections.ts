@@ -178,13 +178,42 @@ export class Connections {
     return client
   }
 
-  /** Cancels the call's statement on the server, when it runs on a pool's connection. */
+  /**
+   * Cancels the call's statement on the server, when it runs on a pool's connection. The cancel
+   * goes over a connection of its own, outside the pool: every connection of the pool may be
+   * held by statements waiting like this one (a pool of one always is), and a cancel queued
+   * behind them would never run.
+   */
   cancel(call: Call): unknown {
     if (call.pool && call.pid) {
       call.cancelled = true
-      return call.pool.query('SELECT pg_cancel_backend($1::integer)', [call.pid])
+      return this.cancelBackend(call.pool, call.connection, call.pid)
     }
     return undefined
+  }
+
+  private async cancelBackend(
+    pool: PoolLike,
+    connection: PooledConnection | undefined,
+    pid: number,
+  ): Promise<void> {
+    const sql = 'SELECT pg_cancel_backend($1::integer)'
+    // node-postgres: the pool's connections are instances of its Client class, made from the
+    // pool's options; one more of them, outside the pool, reaches the same server.
+    const Client = connection?.constructor as (new (options: object) => OutOfPoolClient) | undefined
+    const options = (pool as { options?: unknown }).options
+    if (typeof Client !== 'function' || typeof options !== 'object' || options === null) {
+      await pool.query(sql, [pid])
+      return
+    }
+    const client = new Client({ ...options, connectionTimeoutMillis: this.timeoutMs })
+    client.on?.('error', ignore)
+    try {
+      await client.connect()
+      await client.query(sql, [pid])
+    } finally {
+      await client.end().catch(ignore)
+    }
   }
 
   /**
@@ -208,3 +237,10 @@ export class Connections {
 }
 
 function ignore(): void {}
+
+/** A node-postgres Client of its own, made like the pool's connections. */
+interface OutOfPoolClient extends SqlClient {
+  connect(): Promise<void>
+  end(): Promise<void>
+  on?(event: 'error', listener: () => void): unknown
+}

@@ -26,7 +26,7 @@ export {
   setDefaultSql,
   shardSchemaName,
 } from './names'
-export { postgresRowStore } from './row-store'
+export { type PostgresRowStoreOptions, postgresRowStore } from './row-store'
 export {
   PostgresShardDirectory,
   type PostgresShardDirectoryOptions,

@@ -1,14 +1,33 @@
 import {
   ConfigurationError,
+  checkKnownOptions,
   type MovedTable,
   type RowRange,
   type RowStore,
+  readDuration,
   type StoredRow,
   throwIfCancelled,
+  withDeadline,
 } from '@shardflake/core'
 import { checkClient, type SqlClient } from './client'
+import { type Call, Connections } from './connections'
 import { translatePostgresError } from './errors'
 import { quoteQualified } from './names'
+
+/** What {@link postgresRowStore} takes besides its client. */
+export interface PostgresRowStoreOptions {
+  /**
+   * How long one statement of the move (a page of rows read, written or deleted) may run before
+   * it is cancelled on the server and the move fails with `TimedOutError` (retryable: run the
+   * move again, it resumes). A lock held by another session, or a server that stopped answering,
+   * then ends the move instead of stalling it, and the application's writes to the moving shards.
+   * @default 60000
+   */
+  readonly timeoutMs?: number
+}
+
+const OPTIONS = ['timeoutMs']
+const DEFAULT_TIMEOUT_MS = 60_000
 
 /** What the store learnt of a table: its quoted name, ID column and writable columns. */
 interface Shape {
@@ -43,18 +62,45 @@ interface Shape {
  *   tables: ['posts', 'comments'],
  * })
  * ```
- * @throws InvalidArgumentError for a client that cannot run queries.
+ * @throws InvalidArgumentError for a client that cannot run queries, or a bad `timeoutMs`.
  */
-export function postgresRowStore(client: SqlClient): RowStore {
+export function postgresRowStore(
+  client: SqlClient,
+  options: PostgresRowStoreOptions = {},
+): RowStore {
   checkClient('postgresRowStore', client)
+  checkKnownOptions('postgresRowStore options', options, OPTIONS)
+  const timeoutMs = readDuration('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS, { min: 1 })
+  const connections = new Connections(timeoutMs)
   const shapes = new Map<string, Promise<Shape>>()
 
-  async function run(what: string, sql: string, params: unknown[]): Promise<unknown[]> {
-    try {
-      return (await client.query(sql, params)).rows
-    } catch (error) {
-      throw translatePostgresError(error, { what })
-    }
+  /**
+   * Runs one statement within the deadline, on a connection of its own when `client` is a pool,
+   * so that a give-up (the deadline, or the move's signal) cancels it on the server.
+   */
+  function statement(
+    what: string,
+    sql: string,
+    params: unknown[],
+    signal?: AbortSignal,
+  ): Promise<readonly Record<string, unknown>[]> {
+    const call: Call = {}
+    return withDeadline(
+      () =>
+        connections.run(client, sql, params, call, (error, extra) =>
+          translatePostgresError(error, { what, ...extra }),
+        ),
+      { timeoutMs, signal, what, onGiveUp: () => connections.cancel(call) },
+    )
+  }
+
+  async function run(
+    what: string,
+    sql: string,
+    params: unknown[],
+    signal?: AbortSignal,
+  ): Promise<unknown[]> {
+    return [...(await statement(what, sql, params, signal))]
   }
 
   function shapeOf(table: MovedTable): Promise<Shape> {
@@ -137,7 +183,7 @@ export function postgresRowStore(client: SqlClient): RowStore {
       const shape = await shapeOf(table)
       const params: unknown[] = []
       const sql = `SELECT t.${shape.id}::text AS id, row_to_json(t)::text AS content FROM ${shape.name} AS t WHERE ${where(shape, range, params)} ORDER BY t.${shape.id}${limitOf(range, params)}`
-      const rows = (await run(`reading rows of table ${table.name}`, sql, params)) as {
+      const rows = (await run(`reading rows of table ${table.name}`, sql, params, signal)) as {
         id: string
         content: string
       }[]
@@ -157,18 +203,16 @@ export function postgresRowStore(client: SqlClient): RowStore {
       const insert = `INSERT INTO ${shape.name} AS t (${columns}) SELECT ${columns} FROM json_populate_recordset(NULL::${shape.name}, $1::json) ${conflict}`
       const what = `writing rows of table ${table.name}`
       try {
-        await client.query(insert, [`[${rows.map((row) => row.content).join(',')}]`])
+        await statement(what, insert, [`[${rows.map((row) => row.content).join(',')}]`], signal)
       } catch (error) {
-        if (mode !== 'missing' || codeOf(error) !== FOREIGN_KEY_VIOLATION) {
-          throw translatePostgresError(error, { what })
-        }
+        if (mode !== 'missing' || !isForeignKeyViolation(error)) throw error
         // A child whose parent arrived on the source after the parent table was copied: copy
         // the others; the switch copies it, once its parent is there.
         for (const row of rows) {
           try {
-            await client.query(insert, [`[${row.content}]`])
+            await statement(what, insert, [`[${row.content}]`], signal)
           } catch (each) {
-            if (codeOf(each) !== FOREIGN_KEY_VIOLATION) throw translatePostgresError(each, { what })
+            if (!isForeignKeyViolation(each)) throw each
           }
         }
       }
@@ -182,6 +226,7 @@ export function postgresRowStore(client: SqlClient): RowStore {
         `deleting rows of table ${table.name}`,
         `DELETE FROM ${shape.name} AS t WHERE t.${shape.id} = ANY($1::bigint[])`,
         [ids.map(String)],
+        signal,
       )
     },
 
@@ -194,6 +239,7 @@ export function postgresRowStore(client: SqlClient): RowStore {
         `deleting rows of table ${table.name}`,
         `WITH gone AS (DELETE FROM ${shape.name} WHERE ${shape.id} IN (${pick}) RETURNING 1) SELECT count(*)::int AS count FROM gone`,
         params,
+        signal,
       )) as { count: number }[]
       return rows[0]?.count ?? 0
     },
@@ -202,8 +248,10 @@ export function postgresRowStore(client: SqlClient): RowStore {
 
 const FOREIGN_KEY_VIOLATION = '23503'
 
-function codeOf(error: unknown): unknown {
-  return (error as { code?: unknown } | null)?.code
+/** A translated failure whose cause is PostgreSQL's foreign-key violation. */
+function isForeignKeyViolation(error: unknown): boolean {
+  const cause = (error as { cause?: unknown } | null)?.cause
+  return (cause as { code?: unknown } | null)?.code === FOREIGN_KEY_VIOLATION
 }
 
 /** A column name read from the catalog, quoted (quotes doubled). */

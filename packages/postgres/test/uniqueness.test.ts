@@ -123,8 +123,9 @@ describe.each([
     // seqlock guards against really happened).
     expect(await gen()).toBeGreaterThan(movesBefore)
     expect(stepped).toBe(true)
-    // The override was in force (two clock reads: a millisecond may tick between them).
-    expect(Number(clock!.skew)).toBeGreaterThanOrEqual(-1001)
+    // The override was in force. The two clock reads are apart by however long the server was
+    // off the core between them: a millisecond on a quiet machine, more on a loaded one.
+    expect(Number(clock!.skew)).toBeGreaterThanOrEqual(-1100)
     expect(Number(clock!.skew)).toBeLessThanOrEqual(-999)
     expect(all).toHaveLength(320_000)
     expect(distinct(all)).toBe(320_000)

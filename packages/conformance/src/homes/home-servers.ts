@@ -102,7 +102,8 @@ function connect(
   const ends: (() => Promise<void>)[] = []
   const servers: HomeServer[] = given.map(({ name, url, process }) => {
     if (dialect === 'postgres') {
-      const pool = new pg.Pool({ connectionString: url, max: 3 })
+      // A statement stuck behind a lock fails after a minute instead of stalling the test.
+      const pool = new pg.Pool({ connectionString: url, max: 3, statement_timeout: 60_000 })
       pool.on('error', () => undefined)
       ends.push(() => pool.end())
       return {
