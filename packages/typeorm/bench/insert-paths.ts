@@ -16,7 +16,11 @@
  * - `sharded-bigint`: `shardedIds(dataSource, { source, idType: 'bigint' })`;
  * - `auto-insert` / `given-insert` / `sharded-insert`: `repository.insert(rows)` instead of `save()`;
  * - `auto-noreload` / `given-noreload` / `sharded-noreload`: `save(rows, { reload: false })`;
- * - `auto-chunk` / `sharded-chunk`: `save(rows, { chunk: --chunk })`, one INSERT per chunk.
+ * - `auto-chunk` / `sharded-chunk`: `save(rows, { chunk: --chunk })`, one INSERT per chunk;
+ * - `sharded-db` / `sharded-dbinsert`: `save()` / `insert()` with the database's source
+ *   (`MysqlSource` / `PostgresSource`, installed in the bench database) and
+ *   `prefetch: { size: --prefetch }`: IDs served from memory, one round trip per shard when a
+ *   shard's buffer runs out.
  *
  * Each round empties every table and makes `--batches` calls of `--rows` rows into each, the
  * variants taking turns call by call (which goes first rotates). Per variant and round: rows/s of
@@ -30,6 +34,8 @@ import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { allocateAscending, defineSharding, InProcessSource, instagram } from '@shardflake/core'
+import { createMysqlPool, installMysql, MysqlSource } from '@shardflake/mysql'
+import { installPostgres, PostgresSource } from '@shardflake/postgres'
 import { shardedIdColumn, shardedIds } from '@shardflake/typeorm'
 import mysql from 'mysql2/promise'
 import pg from 'pg'
@@ -56,6 +62,8 @@ const { values: args } = parseArgs({
     json: { type: 'string' },
     /** Rows per INSERT for the `-chunk` variants (`save(rows, { chunk })`). */
     chunk: { type: 'string', default: '500' },
+    /** IDs per round trip per shard for the `-db` variants. */
+    prefetch: { type: 'string', default: '1000' },
   },
 })
 const db = args.db === 'postgres' ? 'postgres' : 'mysql'
@@ -88,7 +96,29 @@ await admin.query(`CREATE DATABASE ${args.database}`)
 const dbUrl = new URL(url)
 dbUrl.pathname = `/${args.database}`
 
-const autoKey = db === 'mysql' ? 'increment' : 'identity'
+/** The database's source with a prefetch buffer, installed on first use (`-db` variants). */
+let databaseSource: MysqlSource | PostgresSource | undefined
+let sourcePool: { end(): Promise<void> } | undefined
+async function dbSource(): Promise<MysqlSource | PostgresSource> {
+  if (databaseSource) return databaseSource
+  const prefetch = { size: Number(args.prefetch) }
+  if (db === 'mysql') {
+    const pool = await createMysqlPool({ uri: dbUrl.toString(), connectionLimit: 2 })
+    const schemaPrefix = `${args.database}_s`
+    await installMysql(pool, { sharding, shards: 'all', schemaPrefix })
+    sourcePool = pool
+    databaseSource = new MysqlSource({ sharding, databases: pool, schemaPrefix, prefetch })
+  } else {
+    const pool = new pg.Pool({ connectionString: dbUrl.toString(), max: 2 })
+    await installPostgres(pool, { sharding, shards: 'all' })
+    sourcePool = pool
+    databaseSource = new PostgresSource({ sharding, databases: pool, prefetch })
+  }
+  return databaseSource
+}
+
+// An identity column on PostgreSQL: TypeORM takes it, its EntitySchema type does not list it.
+const autoKey = (db === 'mysql' ? 'increment' : 'identity') as 'increment'
 function schema(name: string, keyed: 'auto' | 'given' | 'sharded'): EntitySchema<PostRow> {
   return new EntitySchema<PostRow>({
     name: `Paths_${name.replaceAll('-', '_')}`,
@@ -173,7 +203,10 @@ async function ormVariant(name: string): Promise<Variant> {
     extra: db === 'mysql' ? { connectionLimit: 1 } : { max: 1 },
   })
   if (keyed === 'sharded') {
-    shardedIds(dataSource, { source, idType: how === 'bigint' ? 'bigint' : 'string' })
+    shardedIds(dataSource, {
+      source: how.startsWith('db') ? await dbSource() : source,
+      idType: how === 'bigint' ? 'bigint' : 'string',
+    })
   }
   await dataSource.initialize()
   const pid =
@@ -188,7 +221,7 @@ async function ormVariant(name: string): Promise<Variant> {
     query: (sql) => dataSource.query(sql),
     close: () => dataSource.destroy(),
     run: async (rows) => {
-      if (how === 'insert') await repository.insert(rows)
+      if (how === 'insert' || how === 'dbinsert') await repository.insert(rows)
       else if (how === 'noreload') await repository.save(rows, { reload: false })
       else if (how === 'chunk') await repository.save(rows, { chunk: chunk })
       else await repository.save(rows)
@@ -275,6 +308,7 @@ const spread = (values: number[]) => ({
 const baselineOf = (name: string) => {
   if (name.startsWith('raw-')) return 'raw-auto'
   const how = name.split('-')[1]
+  if (how === 'dbinsert') return 'auto-insert'
   return how === 'insert' || how === 'noreload' || how === 'chunk' ? `auto-${how}` : 'auto'
 }
 const report: Record<string, unknown> = {
@@ -346,5 +380,7 @@ if (args.json)
   (await import('node:fs')).writeFileSync(args.json, `${JSON.stringify(report, null, 2)}\n`)
 for (const variant of variants) await variant.close()
 source.close()
+await databaseSource?.close()
+await sourcePool?.end()
 await admin.query(`DROP DATABASE IF EXISTS ${args.database}`)
 await admin.end()
