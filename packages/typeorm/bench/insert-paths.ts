@@ -383,4 +383,10 @@ source.close()
 await databaseSource?.close()
 await sourcePool?.end()
 await admin.query(`DROP DATABASE IF EXISTS ${args.database}`)
+if (databaseSource && db === 'mysql') {
+  // installMysql made one schema per logical shard beside the bench database.
+  for (let shard = 0; shard < sharding.logicalShards; shard++) {
+    await admin.query(`DROP DATABASE IF EXISTS ${args.database}_s${shard}`)
+  }
+}
 await admin.end()
