@@ -10,10 +10,14 @@
  * Each round empties the tables and flushes `--batches` units of `--rows` entities into each, the
  * tables taking turns flush by flush (which goes first rotates). A table's rows/s is its rows over
  * the time spent in its own `em.create()` calls and `flush()`; a round's ratio is the table's ÷
- * the AUTO_INCREMENT table's. Reported: the median ratio and the smallest and largest round's.
+ * the AUTO_INCREMENT table's. Reported: the median ratio and the smallest and largest round's,
+ * and per table this process's CPU time per row (`process.cpuUsage`) and, on PostgreSQL, the CPU
+ * time per row of the ORM's one connection's server process (`/proc/<pid>/schedstat`: run it on
+ * the database's machine).
  * Sizes after the last round: InnoDB leaf pages of the clustered index (after ANALYZE TABLE), or
  * `pg_relation_size` of the primary key index (after VACUUM ANALYZE).
  */
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { defineEntity, type MikroORM, p } from '@mikro-orm/core'
 import { MikroORM as MariaDbOrm } from '@mikro-orm/mariadb'
@@ -106,11 +110,31 @@ const open = (entities: unknown[], extensions: unknown[] = []): Promise<MikroORM
     entities,
     extensions,
     debug: false,
+    // One connection: on PostgreSQL its server process's CPU time is read.
+    pool: { min: 1, max: 1 },
   } as never
   return db === 'mysql' ? MariaDbOrm.init(options) : PostgresOrm.init(options)
 }
 const plainOrm = await open([Auto, Given])
 const shardedOrm = await open([Sharded], [shardedIds({ source })])
+const pidOf = async (orm: MikroORM) =>
+  Number(
+    (
+      (await orm.em.getConnection().execute('SELECT pg_backend_pid() AS pid')) as { pid: number }[]
+    )[0]!.pid,
+  )
+/** Server CPU time (ns) of each ORM's one connection (PostgreSQL: `/proc/<pid>/schedstat`). */
+const pids =
+  db === 'postgres' ? { plain: await pidOf(plainOrm), sharded: await pidOf(shardedOrm) } : undefined
+const serverNs = (variant: string) =>
+  pids
+    ? Number(
+        readFileSync(
+          `/proc/${variant === 'sharded' ? pids.sharded : pids.plain}/schedstat`,
+          'utf8',
+        ).split(' ')[0],
+      )
+    : 0
 
 let seed = 12_345
 const random = () => {
@@ -126,12 +150,27 @@ const tables: Record<Variant, string> = {
 }
 
 const rates: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
+/** This process's and (PostgreSQL) the server process's CPU time per row, per round. */
+const clientUs: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
+const serverUs: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
 const ratios: Record<'sharded' | 'given', number[]> = { sharded: [], given: [] }
 let ascending = 0
 let flushes = 0
 for (let round = 0; round < rounds; round++) {
   for (const variant of variants) await run(`TRUNCATE TABLE ${tables[variant]}`, dbUrl)
   const spent: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
+  const client: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
+  const server: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
+  const measure = async (variant: Variant, work: () => Promise<void>) => {
+    const server0 = serverNs(variant)
+    const cpu0 = process.cpuUsage()
+    const start = process.hrtime.bigint()
+    await work()
+    spent[variant] += Number(process.hrtime.bigint() - start) / 1e9
+    const cpu = process.cpuUsage(cpu0)
+    client[variant] += cpu.user + cpu.system
+    server[variant] += (serverNs(variant) - server0) / 1000
+  }
   for (let b = 0; b < batches; b++) {
     const rows = Array.from({ length: rowsPerFlush }, (_, i) => ({
       userId: BigInt(random() % 100_000),
@@ -146,20 +185,21 @@ for (let round = 0; round < rounds; round++) {
           id: source.nextId(sharding.shardForKey(row.userId)),
         }))
         const em = plainOrm.em.fork()
-        const start = process.hrtime.bigint()
-        for (const row of given) em.create(Given, row)
-        await em.flush()
-        spent.given += Number(process.hrtime.bigint() - start) / 1e9
+        await measure('given', async () => {
+          for (const row of given) em.create(Given, row)
+          await em.flush()
+        })
         continue
       }
       const em = (variant === 'auto' ? plainOrm : shardedOrm).em.fork()
-      const start = process.hrtime.bigint()
-      const made =
-        variant === 'auto'
-          ? rows.map((row) => em.create(Auto, row))
-          : rows.map((row) => em.create(Sharded, row))
-      await em.flush()
-      spent[variant] += Number(process.hrtime.bigint() - start) / 1e9
+      let made: { id?: unknown }[] = []
+      await measure(variant, async () => {
+        made =
+          variant === 'auto'
+            ? rows.map((row) => em.create(Auto, row))
+            : rows.map((row) => em.create(Sharded, row))
+        await em.flush()
+      })
       if (variant === 'sharded') {
         flushes++
         const ids = made.map((entity) => BigInt(entity.id as bigint))
@@ -167,7 +207,11 @@ for (let round = 0; round < rounds; round++) {
       }
     }
   }
-  for (const variant of variants) rates[variant].push((batches * rowsPerFlush) / spent[variant])
+  for (const variant of variants) {
+    rates[variant].push((batches * rowsPerFlush) / spent[variant])
+    clientUs[variant].push(client[variant] / (batches * rowsPerFlush))
+    serverUs[variant].push(server[variant] / (batches * rowsPerFlush))
+  }
   for (const name of ['sharded', 'given'] as const) {
     ratios[name].push(rates[name].at(-1)! / rates.auto.at(-1)!)
   }
@@ -202,6 +246,15 @@ const median = (values: number[]) => {
   const mid = sorted.length >> 1
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
+const perRow = (of: Record<Variant, number[]>) =>
+  Object.fromEntries(variants.map((v) => [v, Number(median(of[v]).toFixed(2))]))
+const cpuRatios = (of: Record<Variant, number[]>) =>
+  Object.fromEntries(
+    (['sharded', 'given'] as const).map((v) => {
+      const list = of[v].map((us, r) => us / of.auto[r]!)
+      return [v, { median: median(list), min: Math.min(...list), max: Math.max(...list) }]
+    }),
+  )
 console.log(
   JSON.stringify(
     {
@@ -219,6 +272,9 @@ console.log(
       rowsPerSecond: Object.fromEntries(
         Object.entries(rates).map(([name, list]) => [name, Math.round(median(list))]),
       ),
+      clientUsPerRow: perRow(clientUs),
+      clientCpuRatio: cpuRatios(clientUs),
+      ...(pids ? { serverUsPerRow: perRow(serverUs), serverCpuRatio: cpuRatios(serverUs) } : {}),
       idsAscendingAtCreate: `${ascending} of ${flushes}`,
       sizes,
     },

@@ -12,10 +12,15 @@
  * Each round empties the tables and sends `--batches` calls of `--rows` rows into each, the tables
  * taking turns call by call (which goes first rotates). A table's rows/s is its rows over the time
  * spent in its own `createMany` calls; a round's ratio is the table's ÷ the AUTO_INCREMENT table's.
- * Reported: the median ratio and the smallest and largest round's. Sizes after the last round:
+ * Reported: the median ratio and the smallest and largest round's, and per variant this process's
+ * CPU time per row (`process.cpuUsage`: Prisma's query compiler runs here) and, on PostgreSQL, the
+ * CPU time per row of the client's one connection's server process (`/proc/<pid>/schedstat`: run
+ * it on the database's machine). `--variants auto,sharded,given,given-string,auto-return,sharded-return`
+ * adds the keys as decimal strings and `createManyAndReturn` (PostgreSQL). Sizes after the last round:
  * InnoDB leaf pages of the clustered index (after ANALYZE TABLE), or `pg_relation_size` of the
  * primary key index (after VACUUM ANALYZE).
  */
+import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { PrismaMariaDb } from '@prisma/adapter-mariadb'
 import { PrismaPg } from '@prisma/adapter-pg'
@@ -31,6 +36,9 @@ const { values: args } = parseArgs({
     batches: { type: 'string', default: '10' },
     rows: { type: 'string', default: '1000' },
     database: { type: 'string', default: 'h24_ascending_prisma_bench' },
+    /** Also `given-string` (IDs as decimal strings, as the extension hands them to Prisma) and
+     * `auto-return` / `sharded-return` (`createManyAndReturn`). */
+    variants: { type: 'string', default: 'auto,sharded,given' },
   },
 })
 const db = args.db === 'postgres' ? 'postgres' : 'mysql'
@@ -85,6 +93,7 @@ interface Row {
 }
 interface Delegate {
   createMany(args: { data: Row[] }): Promise<{ count: number }>
+  createManyAndReturn(args: { data: Row[] }): Promise<Row[]>
 }
 interface Client {
   bulkAuto: Delegate
@@ -92,6 +101,7 @@ interface Client {
   bulkGiven: Delegate
   $extends(extension: object): Client
   $disconnect(): Promise<void>
+  $queryRawUnsafe(sql: string): Promise<{ pid: number }[]>
 }
 
 const url = new URL(
@@ -129,41 +139,90 @@ for (const [table, key] of [
 }
 
 function adapter() {
-  if (db === 'postgres') return new PrismaPg({ connectionString: dbUrl.toString(), max: 4 })
+  // One connection per client: on PostgreSQL its server process's CPU time is read.
+  if (db === 'postgres') return new PrismaPg({ connectionString: dbUrl.toString(), max: 1 })
   return new PrismaMariaDb({
     host: dbUrl.hostname,
     port: Number(dbUrl.port || 3306),
     user: decodeURIComponent(dbUrl.username),
     password: decodeURIComponent(dbUrl.password),
     database: args.database,
-    connectionLimit: 4,
+    connectionLimit: 1,
   })
 }
 const source = new InProcessSource({ sharding, shards: 'all' })
 const plain = new PrismaClient({ adapter: adapter() })
 const sharded = new PrismaClient({ adapter: adapter() }).$extends(shardedIds({ source }))
 
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
 let seed = 12_345
 const random = () => {
   seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648
   return seed
 }
-const variants = ['auto', 'sharded', 'given'] as const
-type Variant = (typeof variants)[number]
+const allVariants = [
+  'auto',
+  'sharded',
+  'given',
+  'given-string',
+  'auto-return',
+  'sharded-return',
+] as const
+type Variant = (typeof allVariants)[number]
+const variants = args.variants
+  .split(',')
+  .filter((name): name is Variant => (allVariants as readonly string[]).includes(name))
 const tables: Record<Variant, string> = {
   auto: 'bulk_auto',
   sharded: 'bulk_sharded',
   given: 'bulk_given',
+  'given-string': 'bulk_given',
+  'auto-return': 'bulk_auto',
+  'sharded-return': 'bulk_sharded',
 }
-// Untimed: each client opens its connections on its first query.
+// Untimed: each client opens its connection on its first query.
 await plain.bulkAuto.createMany({ data: [{ userId: 1n, title: 'warm-up' }] })
 await plain.bulkGiven.createMany({ data: [{ id: 1n, userId: 1n, title: 'warm-up' }] })
 await sharded.bulkSharded.createMany({ data: [{ userId: 1n, title: 'warm-up' }] })
-const rates: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
-const ratios: Record<'sharded' | 'given', number[]> = { sharded: [], given: [] }
+/** Server CPU time (ns) of each client's one connection (PostgreSQL: `/proc/<pid>/schedstat`). */
+const pids =
+  db === 'postgres'
+    ? {
+        plain: Number((await plain.$queryRawUnsafe('SELECT pg_backend_pid() AS pid'))[0]!.pid),
+        sharded: Number((await sharded.$queryRawUnsafe('SELECT pg_backend_pid() AS pid'))[0]!.pid),
+      }
+    : undefined
+const serverNs = (variant: Variant) =>
+  pids
+    ? Number(
+        readFileSync(
+          `/proc/${variant.startsWith('sharded') ? pids.sharded : pids.plain}/schedstat`,
+          'utf8',
+        ).split(' ')[0],
+      )
+    : 0
+const rates = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<
+  Variant,
+  number[]
+>
+const clientUs = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<
+  Variant,
+  number[]
+>
+const serverUs = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<
+  Variant,
+  number[]
+>
+const baselineOf = (variant: Variant): Variant =>
+  variant.endsWith('-return') ? 'auto-return' : 'auto'
 for (let round = 0; round < rounds; round++) {
-  for (const variant of variants) await run(`TRUNCATE TABLE ${tables[variant]}`, dbUrl)
-  const spent: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
+  for (const table of new Set(variants.map((v) => tables[v])))
+    await run(`TRUNCATE TABLE ${table}`, dbUrl)
+  const spent = Object.fromEntries(variants.map((v) => [v, { wall: 0, client: 0, server: 0 }]))
   for (let b = 0; b < batches; b++) {
     const rows: Row[] = Array.from({ length: rowsPerCall }, (_, i) => ({
       userId: BigInt(random() % 100_000),
@@ -172,31 +231,56 @@ for (let round = 0; round < rounds; round++) {
     const shift = (round + b) % variants.length
     for (const variant of [...variants.slice(shift), ...variants.slice(0, shift)]) {
       let data = rows.map((row) => ({ ...row }))
-      if (variant === 'given') {
+      if (variant === 'given' || variant === 'given-string') {
         // Made before the timed call and sorted by ID, as the extension sends them.
         data = data
           .map((row) => ({ ...row, id: source.nextId(sharding.shardForKey(row.userId)) }))
           .sort((a, b) => (a.id < b.id ? -1 : 1))
+        // A decimal string for a BigInt field: what the extension hands Prisma for createMany.
+        if (variant === 'given-string') {
+          data = data.map((row) => ({ ...row, id: String(row.id) as unknown as bigint }))
+        }
       }
-      const delegate =
-        variant === 'auto'
-          ? plain.bulkAuto
-          : variant === 'given'
-            ? plain.bulkGiven
-            : sharded.bulkSharded
+      const delegate = variant.startsWith('auto')
+        ? plain.bulkAuto
+        : variant.startsWith('given')
+          ? plain.bulkGiven
+          : sharded.bulkSharded
+      const server0 = serverNs(variant)
+      const cpu0 = process.cpuUsage()
       const start = process.hrtime.bigint()
-      await delegate.createMany({ data })
-      spent[variant] += Number(process.hrtime.bigint() - start) / 1e9
+      if (variant.endsWith('-return')) await delegate.createManyAndReturn({ data })
+      else await delegate.createMany({ data })
+      const entry = spent[variant]!
+      entry.wall += Number(process.hrtime.bigint() - start) / 1e9
+      const cpu = process.cpuUsage(cpu0)
+      entry.client += cpu.user + cpu.system
+      entry.server += (serverNs(variant) - server0) / 1000
     }
   }
-  for (const variant of variants) rates[variant].push((batches * rowsPerCall) / spent[variant])
-  for (const name of ['sharded', 'given'] as const) {
-    ratios[name].push(rates[name].at(-1)! / rates.auto.at(-1)!)
+  const total = batches * rowsPerCall
+  for (const variant of variants) {
+    rates[variant].push(total / spent[variant]!.wall)
+    clientUs[variant].push(spent[variant]!.client / total)
+    serverUs[variant].push(spent[variant]!.server / total)
   }
 }
+const ratios = Object.fromEntries(
+  variants
+    .filter((v) => v !== baselineOf(v) && variants.includes(baselineOf(v)))
+    .map((v) => [v, rates[v].map((rate, r) => rate / rates[baselineOf(v)][r]!)]),
+)
+const cpuRatios = (of: Record<Variant, number[]>) =>
+  Object.fromEntries(
+    Object.keys(ratios).map((name) => {
+      const v = name as Variant
+      const list = of[v].map((us, r) => us / of[baselineOf(v)][r]!)
+      return [v, { median: median(list), min: Math.min(...list), max: Math.max(...list) }]
+    }),
+  )
 
 const sizes: Record<string, Record<string, number>> = {}
-for (const variant of variants) {
+for (const variant of variants.filter((v) => !v.includes('-'))) {
   const table = tables[variant]
   if (db === 'mysql') {
     await run(`ANALYZE TABLE ${table} PERSISTENT FOR ALL`, dbUrl)
@@ -215,11 +299,6 @@ for (const variant of variants) {
   }
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
 console.log(
   JSON.stringify(
     {
@@ -237,6 +316,22 @@ console.log(
       rowsPerSecond: Object.fromEntries(
         Object.entries(rates).map(([name, list]) => [name, Math.round(median(list))]),
       ),
+      /** This process's CPU time per row (the query compiler runs in it), median of rounds. */
+      clientUsPerRow: Object.fromEntries(
+        Object.entries(clientUs).map(([name, list]) => [name, Number(median(list).toFixed(2))]),
+      ),
+      clientCpuRatio: cpuRatios(clientUs),
+      ...(pids
+        ? {
+            serverUsPerRow: Object.fromEntries(
+              Object.entries(serverUs).map(([name, list]) => [
+                name,
+                Number(median(list).toFixed(2)),
+              ]),
+            ),
+            serverCpuRatio: cpuRatios(serverUs),
+          }
+        : {}),
       sizes,
     },
     null,
