@@ -61,6 +61,14 @@ export const MUTANTS: readonly Mutant[] = [
     fails: /expected 0 posts on server a, found 1/,
   },
   {
+    name: 'core: ids.ts installs next_id() on the new home instead of moving IDs: a still issues them',
+    readme: 'packages/core/README.md',
+    variant: 'homes',
+    replace: 'movePostgresShards({ sharding, shards, from: pools[from]!, to: pools[to]! }),',
+    with: 'installPostgres(pools[to]!, { sharding, shards }),',
+    fails: /server a still issues IDs of shard 16/,
+  },
+  {
     name: 'Prisma schema without its datasource: prisma generate fails',
     readme: 'packages/prisma/README.md',
     variant: 'postgres',

@@ -6,6 +6,7 @@
  * To add a README (a new adapter): mark its blocks, add an entry here with a check that decodes
  * the IDs its first inserts stored, and run `pnpm test:readmes -t <package>`.
  */
+import { instagram } from '@shardflake/core'
 import { ensure, ensureCount, ensurePlaced, shardOfId, shardOfKey } from './checks.ts'
 import {
   mariadbDatabase,
@@ -131,6 +132,118 @@ async function ensureHomes(
       ensure(home === name, `${what} ${String(row.id)} is on server ${name}, its home is ${home}`)
     }
   }
+}
+
+/** What is printed as the post's server and ID: `a 7451...n`. */
+function printedId(output: string, server: string, file: string): bigint {
+  const printed = new RegExp(`^${server} (\\d+)n$`, 'm').exec(output)
+  ensure(printed !== null, `${file} does not print ${server} and an ID`)
+  return BigInt(printed[1]!)
+}
+
+/** The sequence value an ID of shard `shard` was made of (time and sequence, as next_id() counts). */
+function sequenceValue(id: bigint, shard: number): bigint {
+  const { time, sequence, shard: actual } = instagram.decompose(id)
+  ensure(actual === shard, `the ID ${id} is on shard ${actual}, not ${shard}`)
+  return (BigInt(time) << BigInt(instagram.sequenceBits)) | BigInt(sequence)
+}
+
+/**
+ * The core README's shard homes, after homes.ts (one post of authors 31341, 7 and 1000, each on
+ * the server the first map gives its shard), move.ts (shards 0-15, author 7's post, from a to c,
+ * a's copy deleted) and ids.ts (author 80's two posts, shards 16-20 moved to c): every post on
+ * its home, and the directory on a as the two moves left it.
+ */
+async function homesPlaced(servers: {
+  a: SqlDatabase
+  b: SqlDatabase
+  c: SqlDatabase
+}): Promise<void> {
+  const homeOf = (shard: number) => (shard <= 20 ? 'c' : shard <= 41 ? 'b' : 'c')
+  const titles = {
+    a: [],
+    b: ['hello from 1000'],
+    c: ['hello again from 80', 'hello from 31341', 'hello from 7', 'hello from 80'],
+  }
+  for (const [name, database] of Object.entries(servers)) {
+    const posts = (await database.query('SELECT id::text AS id, title FROM posts')).sort((x, y) =>
+      String(x.title) < String(y.title) ? -1 : 1,
+    )
+    const expected = titles[name as keyof typeof titles]
+    ensureCount(posts, expected.length, `posts on server ${name}`)
+    expected.forEach((title, i) => {
+      const post = posts[i]!
+      ensure(post.title === title, `server ${name} holds ${String(post.title)}, not ${title}`)
+      const author = /from (\d+)$/.exec(title)![1]!
+      ensurePlaced([post], () => shardOfKey(author, 64), `the post on server ${name}`)
+      ensure(homeOf(shardOfId(post.id)) === name, `server ${name} is not the home of ${title}`)
+    })
+  }
+  const directory = await servers.a.query('SELECT entries FROM shardflake_directory')
+  const entries = directory[0]?.entries as {
+    from: number
+    to: number
+    server: string
+    state: string
+  }[]
+  for (let shard = 0; shard < 64; shard++) {
+    const entry = entries.find((e) => e.from <= shard && shard <= e.to)
+    ensure(
+      entry?.server === homeOf(shard) && entry.state === 'serving',
+      `the directory on server a does not give shard ${shard} to ${homeOf(shard)}: ${JSON.stringify(entries)}`,
+    )
+  }
+}
+
+/**
+ * ids.ts's two IDs of shard 16: the first is the last value a's sequence of the shard issued, the
+ * second one of c's, above a's fence; a refuses to draw more.
+ */
+async function idsMoved(
+  servers: { a: SqlDatabase; c: SqlDatabase },
+  output: string,
+): Promise<void> {
+  const shard = shardOfKey(80n, 64)
+  const before = printedId(output, 'a', 'ids.ts')
+  const after = printedId(output, 'c', 'ids.ts')
+  const stored = await servers.c.query(
+    "SELECT id::text AS id, title FROM posts WHERE title LIKE '%from 80' ORDER BY title DESC",
+  )
+  ensure(
+    stored.map((post) => post.id).join() === `${before},${after}`,
+    `the posts of author 80 on c are not the IDs ids.ts printed (${before}, ${after}): ${JSON.stringify(stored)}`,
+  )
+  const refused = await servers.a.query(`SELECT shard_${shard}.next_id()::text AS id`).then(
+    (rows) => `issued ${String(rows[0]?.id)}`,
+    (error: { code?: string }) => error.code,
+  )
+  ensure(refused === 'SF005', `server a still issues IDs of shard ${shard}: ${refused}`)
+  const [onA] = await servers.a.query(
+    `SELECT s.last_value::text AS last, m.fence_value::text AS fence, m.moved_to IS NOT NULL AS moved
+       FROM shard_${shard}.id_seq s, shardflake.shards m WHERE m.shard = ${shard}`,
+  )
+  ensure(
+    onA?.last === String(sequenceValue(before, shard)),
+    `the ID before the move (${before}) is not the last of a's sequence of shard ${shard}: ${JSON.stringify(onA)}`,
+  )
+  ensure(
+    onA.moved === true && onA.fence !== null,
+    `server a does not record shard ${shard} as moved away: ${JSON.stringify(onA)}`,
+  )
+  const [onC] = await servers.c.query(`SELECT last_value::text AS last FROM shard_${shard}.id_seq`)
+  ensure(
+    onC?.last === String(sequenceValue(after, shard)),
+    `the ID after the move (${after}) is not the last of c's sequence of shard ${shard}: ${JSON.stringify(onC)}`,
+  )
+  ensure(
+    BigInt(String(onC.last)) > BigInt(String(onA.fence)),
+    `c's sequence of shard ${shard} (${String(onC.last)}) is not above a's fence (${String(onA.fence)})`,
+  )
+  const [next] = await servers.c.query(`SELECT shard_${shard}.next_id()::text AS id`)
+  ensure(
+    BigInt(String(next?.id)) > after,
+    `c's next ID of shard ${shard} (${String(next?.id)}) is not above ${after}`,
+  )
 }
 
 /** What the README tells an offline reader to set for `prisma generate`. */
@@ -422,38 +535,13 @@ export const QUICK_STARTS: readonly QuickStart[] = [
         async check({ resources, output }) {
           ensure(/^1341 1341$/m.test(output), 'app.ts does not print 1341 1341')
           ensure(/shard: 1341/.test(output), 'the decomposed comment ID does not show shard 1341')
-          // homes.ts wrote one post on each server, the one whose shard the map gives to it;
-          // move.ts then moved shards 0-15 (author 7's post) from a to c and deleted a's copy.
-          const homeOf = (shard: number) =>
-            shard <= 15 ? 'c' : shard <= 20 ? 'a' : shard <= 41 ? 'b' : 'c'
-          // In title order: 'hello from 31341' sorts before 'hello from 7'.
-          const authors = { a: [], b: [1000n], c: [31341n, 7n] }
-          for (const [name, database] of Object.entries(resources)) {
-            const posts = await database.query(
-              'SELECT id::text AS id, title FROM posts ORDER BY title',
-            )
-            const expected = authors[name as keyof typeof authors]
-            ensureCount(posts, expected.length, `posts on server ${name}`)
-            expected.forEach((author, i) => {
-              ensurePlaced([posts[i]!], () => shardOfKey(author, 64), `the post on server ${name}`)
-              ensure(
-                homeOf(shardOfKey(author, 64)) === name,
-                `server ${name} is not its post's home`,
-              )
-              ensure(
-                posts[i]!.title === `hello from ${author}`,
-                `server ${name} holds another post`,
-              )
-            })
-          }
-          const directory = await resources.a.query(
-            'SELECT entries->0 AS first FROM shardflake_directory',
-          )
+          await homesPlaced(resources)
+          ensure(/^c hello from 31341$/m.test(output), 'homes.ts does not print c hello from 31341')
+          const feed = output.split('\n').find((line) => line.startsWith("[ 'hello from"))
           ensure(
-            (({ from, to, server, state }) => `${from}-${to} ${server} ${state}`)(
-              directory[0]?.first as Record<string, unknown>,
-            ) === '0-15 c serving',
-            `the directory on server a does not give shards 0-15 to c: ${JSON.stringify(directory[0])}`,
+            feed !== undefined &&
+              [7, 1000, 31341].every((author) => feed.includes(`'hello from ${author}'`)),
+            'homes.ts does not print the three posts of the feed',
           )
           ensure(
             /^1 posts moved; writes waited \d+ ms$/m.test(output),
@@ -463,13 +551,7 @@ export const QUICK_STARTS: readonly QuickStart[] = [
             /^1 old copies deleted$/m.test(output),
             'move.ts does not print 1 old copies deleted',
           )
-          ensure(/^c hello from 31341$/m.test(output), 'homes.ts does not print c hello from 31341')
-          const feed = output.split('\n').find((line) => line.startsWith("[ 'hello from"))
-          ensure(
-            feed !== undefined &&
-              [7, 1000, 31341].every((author) => feed.includes(`'hello from ${author}'`)),
-            'homes.ts does not print the three posts of the feed',
-          )
+          await idsMoved(resources, output)
         },
       }),
     },
