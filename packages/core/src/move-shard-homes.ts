@@ -279,8 +279,8 @@ interface Checked {
  * 1. **Copy** (the shards still serve on the source): every row whose ID carries a moving shard
  *    is copied to the target in ID order, a page at a time, inserted only where missing (a copy
  *    run again skips what is there). Rows keep arriving ahead of the copy on busy shards: it goes
- *    in up to four passes, each taking what arrived during the one before, and leaves the rest
- *    to the switch.
+ *    in up to four passes, each taking what arrived during the one before (a pass no shorter
+ *    than the one before ends the copy), and leaves the rest to the switch.
  * 2. **Switch**: the shards become `switching` (a compare-and-set); the move waits the
  *    directory's `maxStaleMs`, after which every process makes writes to them wait (reads still
  *    go to the source). Then it **reconciles**: rows are read from both servers in ID order, page
@@ -758,8 +758,10 @@ function rangeOf(checked: Checked, extra: Partial<RowRange> = {}): RowRange {
  * Rows keep arriving while the copy runs, always ahead of it (IDs grow with time), so a copy that
  * ran to the last row would chase busy shards for ever. It goes in passes instead: a pass ends at
  * the first page reaching rows made after the pass started, the next pass copies what arrived
- * meanwhile, and after {@link COPY_PASSES} passes the rest is left to the reconciliation (while
- * writes wait), which makes the target equal to the source whatever the copy left out.
+ * meanwhile, and after {@link COPY_PASSES} passes, or after a pass that copied no fewer rows than
+ * the one before (rows arrive faster than they are copied: passes would only grow), the rest is
+ * left to the reconciliation (while writes wait), which makes the target equal to the source
+ * whatever the copy left out.
  */
 async function copyRows(
   checked: Checked,
@@ -770,6 +772,7 @@ async function copyRows(
   const { batchSize, signal } = checked
   let after: bigint | undefined
   let copied = 0
+  let lastPass = Number.POSITIVE_INFINITY
   for (let pass = 1; pass <= COPY_PASSES; pass++) {
     const passStarted = Date.now()
     let passCopied = 0
@@ -791,6 +794,11 @@ async function copyRows(
     }
     // A pass of one page: the copy has caught up to within a page, the switch does the rest.
     if (passCopied <= batchSize) break
+    // A pass no shorter than the one before: rows arrive at least as fast as they are copied, so
+    // more passes would only grow (each as long as the rows that arrived during the last): the
+    // switch takes the rest now.
+    if (passCopied >= lastPass) break
+    lastPass = passCopied
   }
   return copied
 }

@@ -420,8 +420,8 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
     expect(lostComments).toBe(0)
   }
 
-  /** A child process running the mover; its output lines as they come. */
-  function child(env: Record<string, string>) {
+  /** A child process running the mover; its output lines as they come (also into `progress`). */
+  function child(env: Record<string, string>, progress?: string[]) {
     const lines: string[] = []
     const proc: ChildProcess = spawn(process.execPath, [options.childScript], {
       env: {
@@ -438,6 +438,7 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       const parts = (rest + chunk).split('\n')
       rest = parts.pop()!
       lines.push(...parts)
+      progress?.push(...parts)
     })
     proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
       errors += chunk
@@ -611,14 +612,17 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       const app = application(directory, tables)
       await app.open(1500)
       app.start(2, 1)
-      const mover = child({
-        DIRECTORY_TABLE: 'dir_resume',
-        SHARDS: '0-15',
-        TO: 'c',
-        TABLES: `${tables.posts},${tables.comments}`,
-        BATCH: '100',
-        STALL_PHASE: 'reconciling',
-      })
+      const mover = child(
+        {
+          DIRECTORY_TABLE: 'dir_resume',
+          SHARDS: '0-15',
+          TO: 'c',
+          TABLES: `${tables.posts},${tables.comments}`,
+          BATCH: '100',
+          STALL_PHASE: 'reconciling',
+        },
+        app.progress,
+      )
       await mover.waitFor('STALLED')
       mover.proc.kill('SIGKILL')
       await mover.exited
@@ -667,15 +671,18 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       const app = application(directory, tables)
       await app.open(1500)
       app.start(2, 1)
-      const mover = child({
-        DIRECTORY_TABLE: 'dir_abort',
-        SHARDS: '0-15',
-        TO: 'c',
-        TABLES: `${tables.posts},${tables.comments}`,
-        BATCH: '50',
-        STALL_PHASE: 'copying',
-        STALL_ROWS: '150',
-      })
+      const mover = child(
+        {
+          DIRECTORY_TABLE: 'dir_abort',
+          SHARDS: '0-15',
+          TO: 'c',
+          TABLES: `${tables.posts},${tables.comments}`,
+          BATCH: '50',
+          STALL_PHASE: 'copying',
+          STALL_ROWS: '150',
+        },
+        app.progress,
+      )
       await mover.waitFor('STALLED')
       mover.proc.kill('SIGKILL')
       await mover.exited
@@ -706,14 +713,17 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
       const directory = await openDirectory('dir_back')
       const app = application(directory, tables)
       await app.open(600)
-      const mover = child({
-        DIRECTORY_TABLE: 'dir_back',
-        SHARDS: '0-15',
-        TO: 'c',
-        TABLES: `${tables.posts},${tables.comments}`,
-        BATCH: '100',
-        STALL_PHASE: 'arriving',
-      })
+      const mover = child(
+        {
+          DIRECTORY_TABLE: 'dir_back',
+          SHARDS: '0-15',
+          TO: 'c',
+          TABLES: `${tables.posts},${tables.comments}`,
+          BATCH: '100',
+          STALL_PHASE: 'arriving',
+        },
+        app.progress,
+      )
       await mover.waitFor('STALLED')
       mover.proc.kill('SIGKILL')
       await mover.exited
@@ -790,6 +800,9 @@ export function describeRowMoves(name: string, options: RowMovesSuiteOptions): v
         ).map((row) => row.id),
       )
       expect(arrived.filter((id) => !onC.has(id))).toEqual([])
+      // Rows arrive faster than they are copied: the second pass, longer than the first, ends the
+      // copy (about 10 pages here; four ever longer passes read about 32).
+      expect(pageReads).toBeLessThanOrEqual(16)
       expect(await countMoving('c', tables.posts)).toBe(await countMoving('a', tables.posts))
     }, 300_000)
 
