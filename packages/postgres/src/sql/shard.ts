@@ -40,9 +40,18 @@ export function shardScript(o: ResolvedSqlOptions, shard: number): string {
   const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
   // With CACHE above 1: a block this session cached may come from a draw cut short inside a move
   // (see _enter); checked before each draw's nextval.
-  const enterInLoop = o.cache > 1 ? `\n    PERFORM ${s}._enter(g1);` : ''
+  const enterInLoop =
+    o.cache > 1
+      ? `\n    IF current_setting('${cacheSetting(name)}', true) IS DISTINCT FROM g1::text THEN\n      PERFORM ${s}._enter(g1);\n    END IF;`
+      : ''
+  // In next_id() the common case (the generation is the recorded one) costs no function call; the
+  // generation read for the seqlock is then a second read, after the one compared (sound either
+  // way: the cache was trusted at the first).
+  const readGen = `pg_sequence_last_value(${gen})`
   const g1OfNextId =
-    o.cache > 1 ? `${s}._enter(pg_sequence_last_value(${gen}))` : `pg_sequence_last_value(${gen})`
+    o.cache > 1
+      ? `CASE WHEN current_setting('${cacheSetting(name)}', true) = ${readGen}::text THEN ${readGen} ELSE ${s}._enter(${readGen}) END`
+      : readGen
   const retiredCheck = `  IF EXISTS (SELECT 1 FROM ${c}.shards WHERE shard = ${shard} AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
       MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));

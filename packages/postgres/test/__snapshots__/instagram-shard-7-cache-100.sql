@@ -318,7 +318,9 @@ BEGIN
     IF coalesce(pg_sequence_last_value('"shard_7".id_seq'::regclass), -1) < nv - 51200 AND "shard_7"._catch_up() THEN
       CONTINUE;
     END IF;
-    PERFORM "shard_7"._enter(g1);
+    IF current_setting('shardflake.cache_shard_7', true) IS DISTINCT FROM g1::text THEN
+      PERFORM "shard_7"._enter(g1);
+    END IF;
     vs := ARRAY(SELECT nextval('"shard_7".id_seq'::regclass) FROM generate_series(1, n));
     g2 := pg_sequence_last_value('"shard_7".id_gen'::regclass);
     IF g2 IS DISTINCT FROM g1 THEN
@@ -377,7 +379,7 @@ $$;
 -- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION "shard_7".next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT "shard_7"._accept("shard_7"._enter(pg_sequence_last_value('"shard_7".id_gen'::regclass)), nextval('"shard_7".id_seq'::regclass), pg_sequence_last_value('"shard_7".id_gen'::regclass), "shardflake".now_ms())
+  SELECT "shard_7"._accept(CASE WHEN current_setting('shardflake.cache_shard_7', true) = pg_sequence_last_value('"shard_7".id_gen'::regclass)::text THEN pg_sequence_last_value('"shard_7".id_gen'::regclass) ELSE "shard_7"._enter(pg_sequence_last_value('"shard_7".id_gen'::regclass)) END, nextval('"shard_7".id_seq'::regclass), pg_sequence_last_value('"shard_7".id_gen'::regclass), "shardflake".now_ms())
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
