@@ -11,7 +11,7 @@ import {
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '6'
+export const SQL_VERSION = '7'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresSchemaOptions {
@@ -41,7 +41,8 @@ export interface PostgresSqlOptions extends PostgresSchemaOptions {
   /**
    * `CACHE` of each shard's sequence. Above 1 a session preallocates values: fewer writes to the
    * sequence page, but IDs from different sessions are then no longer in time order (never
-   * repeated, though).
+   * repeated, though), and after each move of the sequence (a catch-up to the clock, a
+   * reservation) a session's next draw first drops the values it cached (gaps).
    * @default 1
    */
   cache?: number

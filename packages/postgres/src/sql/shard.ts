@@ -24,12 +24,34 @@ export function shardSql(options: PostgresSqlOptions, shard: number): Ddl {
   return asDdl(shardScript(resolveSqlOptions(options, { where: 'shardSql options' }), shard))
 }
 
+/**
+ * The session setting where a draw records the generation under which its session last emptied its
+ * sequence cache (see `_enter` in {@link shardScript}). @internal
+ */
+export function cacheSetting(schemaName: string): string {
+  return `shardflake.cache_${schemaName}`
+}
+
 /** {@link shardSql} as one script. @internal */
 export function shardScript(o: ResolvedSqlOptions, shard: number): string {
   const x = shardContext(o, shard)
   const { layout, n, name, s, c, seq, gen, compose, nowV } = x
   const discardInLoop = o.cache > 1 ? '\n      DISCARD SEQUENCES;' : ''
   const discardInSettle = o.cache > 1 ? '\n  DISCARD SEQUENCES;' : ''
+  // With CACHE above 1: a block this session cached may come from a draw cut short inside a move
+  // (see _enter); checked before each draw's nextval.
+  const enterInLoop =
+    o.cache > 1
+      ? `\n    IF current_setting('${cacheSetting(name)}', true) IS DISTINCT FROM g1::text THEN\n      PERFORM ${s}._enter(g1);\n    END IF;`
+      : ''
+  // In next_id() the common case (the generation is the recorded one) costs no function call; the
+  // generation read for the seqlock is then a second read, after the one compared (sound either
+  // way: the cache was trusted at the first).
+  const readGen = `pg_sequence_last_value(${gen})`
+  const g1OfNextId =
+    o.cache > 1
+      ? `CASE WHEN current_setting('${cacheSetting(name)}', true) = ${readGen}::text THEN ${readGen} ELSE ${s}._enter(${readGen}) END`
+      : readGen
   const retiredCheck = `  IF EXISTS (SELECT 1 FROM ${c}.shards WHERE shard = ${shard} AND retired_at IS NOT NULL) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF005',
       MESSAGE = format('shardflake: logical shard ${shard} moved from this database to another one%s%s; installing it here again would issue IDs the new home issues too. To bring it back, move it back (movePostgresShards).', (SELECT coalesce(' (' || moved_to || ')', '') FROM ${c}.shards WHERE shard = ${shard}), (SELECT ' on ' || retired_at FROM ${c}.shards WHERE shard = ${shard}));
@@ -78,7 +100,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ${compose('v')}
 $$;
 
-${sequenceMoveRoutines(x)}-- n new IDs of shard ${shard}, ascending, in one call: from ${o.reserveFrom} on a reserved range,
+${o.cache > 1 ? enterFunction(s, name) : ''}${sequenceMoveRoutines(x)}-- n new IDs of shard ${shard}, ascending, in one call: from ${o.reserveFrom} on a reserved range,
 -- below that n draws (also beyond ${MOVE_BUDGET} moves in one transaction).
 CREATE OR REPLACE FUNCTION ${s}.next_ids(n integer) RETURNS SETOF bigint
 LANGUAGE plpgsql VOLATILE AS $$
@@ -111,7 +133,7 @@ BEGIN
     nv := ${nowV};
     IF coalesce(pg_sequence_last_value(${seq}), -1) < nv - ${n.margin} AND ${s}._catch_up() THEN
       CONTINUE;
-    END IF;
+    END IF;${enterInLoop}
     vs := ARRAY(SELECT nextval(${seq}) FROM generate_series(1, n));
     g2 := pg_sequence_last_value(${gen});
     IF g2 IS DISTINCT FROM g1 THEN${discardInLoop}
@@ -168,12 +190,37 @@ $$;
 -- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION ${s}.next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT ${s}._accept(pg_sequence_last_value(${gen}), nextval(${seq}), pg_sequence_last_value(${gen}), ${c}.now_ms())
+  SELECT ${s}._accept(${g1OfNextId}, nextval(${seq}), pg_sequence_last_value(${gen}), ${c}.now_ms())
 $$;
 
 INSERT INTO ${c}.shards (shard, schema_name, worker, sequence_cache, version)
 VALUES (${shard}, '${name}', ${o.worker}, ${o.cache}, '${SQL_VERSION}')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
+`
+}
+
+/**
+ * `_enter(g)`, which every draw calls with the generation it read before its nextval when the
+ * sequence has CACHE above 1. Why: `docs/next-id.md`, "Sequence CACHE above 1".
+ */
+function enterFunction(s: string, name: string): string {
+  return `-- With sequence CACHE above 1, called by every draw with the generation g it read, before its
+-- nextval: the values this session cached are trusted only while the generation is the one it saw
+-- when it last emptied its cache. A draw cut short between its nextval and its check (a cancel, a
+-- statement_timeout) never throws away a block it took while the sequence was being moved; any
+-- such block was taken under another generation, so this drops it (DISCARD SEQUENCES) before it
+-- is used. Returns g.
+CREATE OR REPLACE FUNCTION ${s}._enter(g bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF g IS NOT NULL AND current_setting('${cacheSetting(name)}', true) IS DISTINCT FROM g::text THEN
+    DISCARD SEQUENCES;
+    PERFORM set_config('${cacheSetting(name)}', g::text, false);
+  END IF;
+  RETURN g;
+END
+$$;
+
 `
 }

@@ -1,4 +1,4 @@
--- shardflake 6: logical shard 7 of layout "instagram"
+-- shardflake 7: logical shard 7 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_7') THEN
@@ -56,6 +56,23 @@ CREATE SEQUENCE IF NOT EXISTS "shard_7".id_gen AS bigint MINVALUE 0 START 0 CACH
 CREATE OR REPLACE FUNCTION "shard_7"._compose(v bigint) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((v >> 10) << 23) | (7168)::bigint | ((v & 1023) << 0)
+$$;
+
+-- With sequence CACHE above 1, called by every draw with the generation g it read, before its
+-- nextval: the values this session cached are trusted only while the generation is the one it saw
+-- when it last emptied its cache. A draw cut short between its nextval and its check (a cancel, a
+-- statement_timeout) never throws away a block it took while the sequence was being moved; any
+-- such block was taken under another generation, so this drops it (DISCARD SEQUENCES) before it
+-- is used. Returns g.
+CREATE OR REPLACE FUNCTION "shard_7"._enter(g bigint) RETURNS bigint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  IF g IS NOT NULL AND current_setting('shardflake.cache_shard_7', true) IS DISTINCT FROM g::text THEN
+    DISCARD SEQUENCES;
+    PERFORM set_config('shardflake.cache_shard_7', g::text, false);
+  END IF;
+  RETURN g;
+END
 $$;
 
 -- Raises SF007: the layout's time field is used up (the sequence cannot follow the clock).
@@ -301,6 +318,9 @@ BEGIN
     IF coalesce(pg_sequence_last_value('"shard_7".id_seq'::regclass), -1) < nv - 51200 AND "shard_7"._catch_up() THEN
       CONTINUE;
     END IF;
+    IF current_setting('shardflake.cache_shard_7', true) IS DISTINCT FROM g1::text THEN
+      PERFORM "shard_7"._enter(g1);
+    END IF;
     vs := ARRAY(SELECT nextval('"shard_7".id_seq'::regclass) FROM generate_series(1, n));
     g2 := pg_sequence_last_value('"shard_7".id_gen'::regclass);
     IF g2 IS DISTINCT FROM g1 THEN
@@ -359,10 +379,10 @@ $$;
 -- the arguments are evaluated in order (generation, nextval, generation, clock).
 CREATE OR REPLACE FUNCTION "shard_7".next_id() RETURNS bigint
 LANGUAGE sql VOLATILE AS $$
-  SELECT "shard_7"._accept(pg_sequence_last_value('"shard_7".id_gen'::regclass), nextval('"shard_7".id_seq'::regclass), pg_sequence_last_value('"shard_7".id_gen'::regclass), "shardflake".now_ms())
+  SELECT "shard_7"._accept(CASE WHEN current_setting('shardflake.cache_shard_7', true) = pg_sequence_last_value('"shard_7".id_gen'::regclass)::text THEN pg_sequence_last_value('"shard_7".id_gen'::regclass) ELSE "shard_7"._enter(pg_sequence_last_value('"shard_7".id_gen'::regclass)) END, nextval('"shard_7".id_seq'::regclass), pg_sequence_last_value('"shard_7".id_gen'::regclass), "shardflake".now_ms())
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '6')
+VALUES (7, 'shard_7', 0, 100, '7')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
