@@ -20,8 +20,8 @@ import {
   type Repository,
   type SaveOptions,
 } from 'typeorm'
-import { Placement } from './placement'
-import { findShardedId, registerSchemas } from './sharded-id'
+import { markRouted, Placement, shardByField } from './placement'
+import { findShardedId, registerSchemas, type ShardedIdEntry } from './sharded-id'
 import { subscriberOf } from './sharded-ids'
 
 /**
@@ -163,7 +163,15 @@ export class ShardedDataSources {
       }
     }
     const metadata = this.metadataOf(target)
-    const groups = await this.homes.writeGroups(list, (entity) => this.shardOf(metadata, entity))
+    const sharded = findShardedId(metadata.target)
+    if (!sharded) {
+      throw new ConfigurationError(
+        `${metadata.name} has no @ShardedId key, so nothing says which server holds it: give it one, or write it through forShard(shard).`,
+      )
+    }
+    const groups = await this.homes.writeGroups(list, (entity) =>
+      this.shardOf(metadata, sharded, entity),
+    )
     await Promise.all(
       [...groups.values()].map(({ handle, items }) => handle.manager.save(target, items, options)),
     )
@@ -275,20 +283,29 @@ export class ShardedDataSources {
     return dataSource.getMetadata(target)
   }
 
-  /** The shard of an entity: its ID's, or the one its rule gives a new row. */
-  private shardOf(metadata: EntityMetadata, entity: ObjectLiteral): number {
-    const sharded = findShardedId(metadata.target)
-    if (!sharded) {
-      throw new ConfigurationError(
-        `${metadata.name} has no @ShardedId key, so nothing says which server holds it: give it one, or write it through forShard(shard).`,
-      )
-    }
+  /**
+   * The shard of an entity: its ID's, or the one its rule gives a new row. A new row placed by
+   * its `shardBy` key is marked with that shard, which its DataSource's subscriber then takes
+   * rather than hashing the key a second time.
+   */
+  private shardOf(
+    metadata: EntityMetadata,
+    sharded: ShardedIdEntry,
+    entity: ObjectLiteral,
+  ): number {
     const id: unknown = entity[sharded.propertyName]
     if (id !== undefined && id !== null) {
       return this.sharding.shardOfId(toBigInt(id, `${metadata.name}.${sharded.propertyName}`))
     }
-    const item = { entity, metadata, sharded, roots: undefined, supplied: false }
-    return new Placement(this.sharding, [item]).shardOf(item)
+    const field = shardByField(sharded)
+    if (field === undefined) {
+      const item = { entity, metadata, sharded, roots: undefined, supplied: false }
+      return new Placement(this.sharding, [item]).shardOf(item)
+    }
+    const key: unknown = entity[field]
+    const shard = this.sharding.resolveShard(sharded.rule, entity, metadata.name)
+    markRouted(entity, shard, key)
+    return shard
   }
 }
 

@@ -22,7 +22,15 @@ import type {
   QueryRunner,
   UpdateEvent,
 } from 'typeorm'
-import { describeRow, type Pending, Placement, readsRule, saveRoots } from './placement'
+import {
+  describeRow,
+  type Pending,
+  Placement,
+  readsRule,
+  saveRoots,
+  shardByField,
+  takeRouted,
+} from './placement'
 import { findShardedId, registerSchemas, type ShardedIdEntry } from './sharded-id'
 
 /** The hooks of one call: every hook of it returns `done`, one promise for the whole call. */
@@ -85,12 +93,15 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
       }
     }
     const batch = this.batchOf(event.queryRunner)
+    const field = !supplied && this.home ? shardByField(sharded) : undefined
     batch.items.push({
       entity,
       metadata: event.metadata,
       sharded,
       roots: saveRoots.getStore(),
       supplied,
+      // Placed by the router already, by the key the row still holds: not hashed again.
+      shard: field === undefined ? undefined : takeRouted(entity, field),
     })
     return batch.done
   }

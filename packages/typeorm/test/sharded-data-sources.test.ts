@@ -15,22 +15,38 @@ import {
   InvalidArgumentError,
   MissingShardKeyError,
   ShardHomes,
+  Sharding,
   ShardMap,
   ShardOutOfRangeError,
   trustSuppliedIds,
   WrongServerError,
 } from '@shardflake/core'
-import { DataSource } from 'typeorm'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type ShardedDataSources, shardedDataSources, shardedIds } from '../src'
+import { BeforeInsert, Column, DataSource, Entity } from 'typeorm'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { type ShardedDataSources, ShardedId, shardedDataSources, shardedIds } from '../src'
 import { Author, Comment, Keyed, Post } from './blog'
+
+/** A row whose entity listener moves it from shard 1 (server a) to shard 41 (server b). */
+@Entity('keyed')
+class RekeyedBeforeInsert {
+  @ShardedId<RekeyedBeforeInsert>({ shardBy: 'shardKey' })
+  id?: string
+
+  @Column({ type: 'varchar', name: 'shard_key' })
+  shardKey!: string
+
+  @BeforeInsert()
+  rekey(): void {
+    if (this.shardKey === '1') this.shardKey = '41'
+  }
+}
 
 const sharding = testSharding()
 const map = new ShardMap(sharding, [
   { from: 0, to: 31, target: 'a' },
   { from: 32, to: 63, target: 'b' },
 ])
-const entities = [Author, Post, Comment, Keyed]
+const entities = [Author, Post, Comment, Keyed, RekeyedBeforeInsert]
 
 describe('shardedDataSources (TypeORM, PostgreSQL)', () => {
   const raws: Record<string, RawDatabase> = {}
@@ -104,6 +120,31 @@ describe('shardedDataSources (TypeORM, PostgreSQL)', () => {
     ])
     expect(await keyedRows('a')).toEqual(['1'])
     expect(await keyedRows('b')).toEqual(['40', '43'])
+  })
+
+  it('places a new row by its shard key once: the router, not the subscriber again', async () => {
+    const resolve = vi.spyOn(Sharding.prototype, 'resolveShard')
+    try {
+      const rows = ['2', '3', '34'].map((shardKey) => Object.assign(new Keyed(), { shardKey }))
+      await sharded.save(Keyed, rows)
+      expect(resolve).toHaveBeenCalledTimes(3)
+      expect(rows.map((row) => sharding.shardOfId(row.id!))).toEqual([2, 3, 34])
+    } finally {
+      resolve.mockRestore()
+    }
+    expect(await keyedRows('a')).toEqual(expect.arrayContaining(['2', '3']))
+    expect(await keyedRows('b')).toEqual(expect.arrayContaining(['34']))
+  })
+
+  it('places again a row whose key changed after the router placed it', async () => {
+    // The router sends the row to a (shard 1); its @BeforeInsert listener, run before the
+    // subscriber, sets a key of b's shard 41: refused, not written with an ID of shard 1.
+    const row = Object.assign(new RekeyedBeforeInsert(), { shardKey: '1' })
+    const error = await sharded.save(RekeyedBeforeInsert, row).catch((caught: unknown) => caught)
+    expect(error).toBeInstanceOf(WrongServerError)
+    expect(row.id).toBeUndefined()
+    expect(await keyedRows('a')).not.toContain('41')
+    expect(await keyedRows('b')).not.toContain('41')
   })
 
   it('refuses an update of a row of another server', async () => {
