@@ -26,7 +26,9 @@
  * - ids given:          the same generator's IDs made before the clock starts and inserted with
  *                       no plugin: what carrying a 64-bit key in the INSERT costs by itself
  * - db ids given:       the same with the database source's IDs (next_ids(), no prefetch) into the
- *                       database modes' table: whether a cost follows the IDs or the table
+ *                       database modes' table
+ * - ids given, db table, db ids given, in-proc table: the two crossed, each on shards no other
+ *                       mode uses: whether a cost follows the IDs or the table
  * - database:           PostgresSource (next_ids() in the database) with `prefetch: { size: 100 }`
  *                       (`--prefetch-size`, `--prefetch-max-age-ms`)
  * - db, no prefetch:    the same source without prefetch: one next_ids() round trip per insert
@@ -95,9 +97,14 @@ for (const name of Object.values(databases)) {
   for (const sql of schema) await client.query(sql)
   await client.end()
 }
+// The INSERTs' connections only ever run INSERTs, in both databases: a server process that ran
+// one large statement (the install script) keeps its freed memory and pays about 4 ms less CPU
+// per 1000-row INSERT than a fresh one (src/backend-memory.ts), so the install and the database
+// sources' next_ids() calls have a pool of their own.
 const pools = {
   main: new pg.Pool({ connectionString: urlOf(databases.main), max: 8 }),
   inProcess: new pg.Pool({ connectionString: urlOf(databases.inProcess), max: 8 }),
+  ids: new pg.Pool({ connectionString: urlOf(databases.main), max: 4 }),
 }
 for (const pool of Object.values(pools)) {
   pool.on('error', () => undefined) // idle connections ended
@@ -124,7 +131,7 @@ function serverCpuMs(): number {
   }
   return ns / 1e6
 }
-await installPostgres(pools.main, { sharding, shards: 'all' })
+await installPostgres(pools.ids, { sharding, shards: 'all' })
 
 const inProcess = new InProcessSource({ sharding, shards: 'all' })
 /** The pool as the database sources see it, counting their round trips (next_ids() calls). */
@@ -132,7 +139,7 @@ let roundTrips = 0
 const counted: SqlClient = {
   query: (text, params) => {
     roundTrips++
-    return pools.main.query(text, params)
+    return pools.ids.query(text, params)
   },
 }
 const prefetched = new PostgresSource({
@@ -166,6 +173,8 @@ const modes = {
   'in-process, async': open(pools.inProcess, deferred),
   'ids given': open(pools.inProcess),
   'db ids given': open(pools.main),
+  'ids given, db table': open(pools.main),
+  'db ids given, in-proc table': open(pools.inProcess),
   database: open(pools.main, prefetched),
   'db, no prefetch': open(pools.main, direct),
 }
@@ -175,7 +184,9 @@ const isAuto = (mode: Mode) => mode === 'autoincrement'
 /** The modes whose IDs the in-process generator makes: they write the in-process database. */
 const isInProcess = (mode: Mode) => mode.startsWith('in-process') || mode === 'ids given'
 /** The modes that insert IDs made before the clock starts, without the plugin. */
-const isGiven = (mode: Mode) => mode === 'ids given' || mode === 'db ids given'
+const isGiven = (mode: Mode) => mode.includes('ids given')
+/** The given IDs' source: the in-process generator or the database's next_ids(). */
+const givenByInProcess = (mode: Mode) => mode.startsWith('ids given')
 
 // Existing authors, the same emails in every key scheme and database.
 const emails = Array.from({ length: authorCount }, (_, i) => `author${i}@example.com`)
@@ -202,6 +213,27 @@ const authorIds = {
       .execute()
   ).map((row) => row.id),
 }
+// The crossed modes' authors, on shards no other mode uses, so that the generator writing into
+// the other database's table is the only one making IDs for them there.
+const used = new Set(
+  [...authorIds.inProcess, ...authorIds.database].map((id) => sharding.shardOfId(id)),
+)
+const free = Array.from({ length: logicalShards }, (_, shard) => shard).filter((s) => !used.has(s))
+const half = Math.min(authorCount, free.length >> 1)
+async function crossAuthors(pool: pg.Pool, shards: number[], tag: string): Promise<string[]> {
+  const ids = shards.map((shard) => sharding.layout.composeTime(1, shard, 0, 0).toString())
+  for (const [i, id] of ids.entries()) {
+    await pool.query('INSERT INTO authors (id, email) VALUES ($1, $2)', [
+      id,
+      `${tag}${i}@example.com`,
+    ])
+  }
+  return ids
+}
+const crossIds = {
+  main: await crossAuthors(pools.main, free.slice(0, half), 'cross-a'),
+  inProcess: await crossAuthors(pools.inProcess, free.slice(half, 2 * half), 'cross-b'),
+}
 
 /** CPU time this process spent in the last {@link insert}, in ms (its own work, not the server's). */
 let lastCpuMs = 0
@@ -212,9 +244,13 @@ let lastServerMs = 0
 async function insert(mode: Mode, size: number, seed: number): Promise<number> {
   const ids = isAuto(mode)
     ? authorIds.auto
-    : isInProcess(mode)
-      ? authorIds.inProcess
-      : authorIds.database
+    : mode === 'ids given, db table'
+      ? crossIds.main
+      : mode === 'db ids given, in-proc table'
+        ? crossIds.inProcess
+        : isInProcess(mode)
+          ? authorIds.inProcess
+          : authorIds.database
   const rows = Array.from({ length: size }, (_, i) => ({
     author_id: ids[(seed + (i % authorsPerInsert)) % ids.length]!,
     title: `post ${seed}.${i}`,
@@ -222,7 +258,7 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
   // 'ids given', 'db ids given': keys made before the clock starts, inserted without the plugin.
   const made = isGiven(mode)
     ? await allocateIds(
-        mode === 'ids given' ? inProcess : direct,
+        givenByInProcess(mode) ? inProcess : direct,
         rows.map((row) => sharding.shardOfId(row.author_id)),
       )
     : undefined
@@ -401,11 +437,11 @@ if (json) {
     `Kysely + PostgreSQL: inserts with RETURNING id, ${rounds} rounds, medians; ratio = rows/s vs autoincrement in the same round (min..max over rounds)\n`,
   )
   console.log(
-    `${'rows'.padStart(5)}  ${'mode'.padEnd(18)} ${'rows/s'.padStart(8)} ${'ratio'.padStart(6)} ${'min..max'.padStart(11)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'cpu ms'.padStart(7)} ${'srv ms'.padStart(7)}  round trips/insert`,
+    `${'rows'.padStart(5)}  ${'mode'.padEnd(27)} ${'rows/s'.padStart(8)} ${'ratio'.padStart(6)} ${'min..max'.padStart(11)} ${'p50 ms'.padStart(8)} ${'p99 ms'.padStart(8)} ${'cpu ms'.padStart(7)} ${'srv ms'.padStart(7)}  round trips/insert`,
   )
   for (const r of results) {
     console.log(
-      `${String(r.size).padStart(5)}  ${r.mode.padEnd(18)} ${String(r.rowsPerSecond).padStart(8)} ${r.ratio.toFixed(2).padStart(6)} ${`${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)}`.padStart(11)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)} ${r.cpuMsPerInsert.toFixed(2).padStart(7)} ${r.serverCpuMsPerInsert.toFixed(2).padStart(7)}  ${r.roundTripsPerInsert ?? '-'}`,
+      `${String(r.size).padStart(5)}  ${r.mode.padEnd(27)} ${String(r.rowsPerSecond).padStart(8)} ${r.ratio.toFixed(2).padStart(6)} ${`${r.ratioMin.toFixed(2)}..${r.ratioMax.toFixed(2)}`.padStart(11)} ${r.p50Ms.toFixed(2).padStart(8)} ${r.p99Ms.toFixed(2).padStart(8)} ${r.cpuMsPerInsert.toFixed(2).padStart(7)} ${r.serverCpuMsPerInsert.toFixed(2).padStart(7)}  ${r.roundTripsPerInsert ?? '-'}`,
     )
   }
   console.log(
@@ -422,6 +458,7 @@ await direct.close()
 inProcess.close()
 await pools.main.end()
 await pools.inProcess.end()
+await pools.ids.end()
 for (const name of Object.values(databases)) {
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
 }

@@ -41,7 +41,15 @@ it('runs the insert benchmark: rows co-located, one round trip per insert withou
     results.find((result) => result.mode === mode && result.size === size)!
   for (const size of [1, 10]) {
     expect(of('autoincrement', size).ratio).toBe(1)
-    for (const mode of ['in-process', 'in-process, plugin', 'in-process, async']) {
+    for (const mode of [
+      'in-process',
+      'in-process, plugin',
+      'in-process, async',
+      'ids given',
+      'db ids given',
+      'ids given, db table',
+      'db ids given, in-proc table',
+    ]) {
       expect(of(mode, size).rowsPerSecond).toBeGreaterThan(0)
       expect(of(mode, size).roundTripsPerInsert).toBeNull()
     }
