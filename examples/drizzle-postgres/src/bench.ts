@@ -85,7 +85,7 @@ const backends = new Set<number>()
 for (const pool of Object.values(pools)) {
   // The server processes behind the pools, for the server's CPU time per INSERT.
   pool.on('connect', (client) => {
-    backends.add((client as unknown as { processID: number }).processID)
+    backends.add((client as pg.PoolClient & { processID: number }).processID)
   })
 }
 /**

@@ -110,7 +110,7 @@ for (const pool of Object.values(pools)) {
   pool.on('error', () => undefined) // idle connections ended
   // The server processes behind the pools, for the server's CPU time per insert.
   pool.on('connect', (client) => {
-    backends.add((client as unknown as { processID: number }).processID)
+    backends.add((client as pg.PoolClient & { processID: number }).processID)
   })
 }
 /** PostgreSQL's server processes serving the pools (their pids). */

@@ -87,7 +87,8 @@ const { shardedIds } = (await import(`${folder}/shardflake/index.ts`)) as {
   shardedIds: (options: object) => object
 }
 interface Row {
-  id?: bigint
+  /** A BigInt field takes a bigint, or its decimal string (what the extension sends). */
+  id?: bigint | string
   userId: bigint
   title: string
 }
@@ -238,7 +239,7 @@ for (let round = 0; round < rounds; round++) {
           .sort((a, b) => (a.id < b.id ? -1 : 1))
         // A decimal string for a BigInt field: what the extension hands Prisma for createMany.
         if (variant === 'given-string') {
-          data = data.map((row) => ({ ...row, id: String(row.id) as unknown as bigint }))
+          data = data.map((row) => ({ ...row, id: String(row.id) }))
         }
       }
       const delegate = variant.startsWith('auto')
