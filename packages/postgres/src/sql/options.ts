@@ -11,7 +11,7 @@ import {
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
-export const SQL_VERSION = '7'
+export const SQL_VERSION = '8'
 
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresSchemaOptions {

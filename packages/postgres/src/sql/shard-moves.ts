@@ -78,11 +78,14 @@ $$;
 -- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
--- the next generation under it.
+-- the next generation under it. Only that generation: between the read and the lock, another
+-- session may have repaired it and begun a move of the next one, whose lock it holds; ending that
+-- live move here would let a third session move the sequence from the same last value.
 CREATE OR REPLACE FUNCTION ${s}._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
+  now_g bigint;
   called boolean;
   pause double precision := 0.001;
 BEGIN
@@ -93,11 +96,15 @@ BEGIN
     END IF;
     IF pg_try_advisory_xact_lock(${lockOf('g')}) THEN
       PERFORM set_config('shardflake.moves', (${movesSoFar} + 1)::text, true);
-      SELECT last_value, is_called INTO g, called FROM ${s}.id_gen;
-      IF NOT called THEN
-        PERFORM setval(${gen}, g + 1, true);
+      SELECT last_value, is_called INTO now_g, called FROM ${s}.id_gen;
+      IF called THEN
+        RETURN;
       END IF;
-      RETURN;
+      IF now_g = g THEN
+        PERFORM setval(${gen}, g + 1, true);
+        RETURN;
+      END IF;
+      -- A move of a later generation is running: wait for it.
     END IF;
     PERFORM pg_sleep(pause);
     pause := least(pause * 2, 0.002);

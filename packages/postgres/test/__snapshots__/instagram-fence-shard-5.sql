@@ -1,4 +1,4 @@
--- shardflake 7: fence logical shard 5, moved to another database
+-- shardflake 8: fence logical shard 5, moved to another database
 CREATE SEQUENCE IF NOT EXISTS "shard_5".id_gen AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
 -- The locks every draw takes, in the order draws take them: ALTER SEQUENCE blocks concurrent

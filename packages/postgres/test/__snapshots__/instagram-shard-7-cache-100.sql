@@ -1,4 +1,4 @@
--- shardflake 7: logical shard 7 of layout "instagram"
+-- shardflake 8: logical shard 7 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_7') THEN
@@ -145,11 +145,14 @@ $$;
 -- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
--- the next generation under it.
+-- the next generation under it. Only that generation: between the read and the lock, another
+-- session may have repaired it and begun a move of the next one, whose lock it holds; ending that
+-- live move here would let a third session move the sequence from the same last value.
 CREATE OR REPLACE FUNCTION "shard_7"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
+  now_g bigint;
   called boolean;
   pause double precision := 0.001;
 BEGIN
@@ -160,11 +163,15 @@ BEGIN
     END IF;
     IF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 7)::integer) THEN
       PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
-      SELECT last_value, is_called INTO g, called FROM "shard_7".id_gen;
-      IF NOT called THEN
-        PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+      SELECT last_value, is_called INTO now_g, called FROM "shard_7".id_gen;
+      IF called THEN
+        RETURN;
       END IF;
-      RETURN;
+      IF now_g = g THEN
+        PERFORM setval('"shard_7".id_gen'::regclass, g + 1, true);
+        RETURN;
+      END IF;
+      -- A move of a later generation is running: wait for it.
     END IF;
     PERFORM pg_sleep(pause);
     pause := least(pause * 2, 0.002);
@@ -383,6 +390,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (7, 'shard_7', 0, 100, '7')
+VALUES (7, 'shard_7', 0, 100, '8')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();

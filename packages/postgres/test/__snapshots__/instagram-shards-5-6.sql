@@ -1,4 +1,4 @@
--- shardflake 7: objects shared by all shards of layout "instagram"
+-- shardflake 8: objects shared by all shards of layout "instagram"
 -- On Citus the common schema stays an ordinary schema on the coordinator, even with schema-based
 -- sharding on (turned off for this transaction only; nothing happens without Citus).
 DO $shardflake$
@@ -79,7 +79,7 @@ BEGIN
   SELECT * INTO r FROM "shardflake".layout;
   IF NOT FOUND THEN
     INSERT INTO "shardflake".layout (name, epoch_ms, time_unit_ms, time_bits, shard_bits, worker_bits, sequence_bits, field_order, description, version, logical_shards)
-    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '7', 2000);
+    VALUES ('instagram', 1314220021721, 1, 41, 13, 0, 10, 'time,shard,worker,sequence', '{"name":"instagram","epoch":1314220021721,"epochIso":"2011-08-24T21:07:01.721Z","timeUnitMs":1,"timeBits":41,"shardBits":13,"workerBits":0,"sequenceBits":10,"order":["time","shard","worker","sequence"],"allowSignBit":false,"capacityPerMs":1024,"timeEndsAt":"2081-04-30T12:54:37.273Z","negativeFrom":"2046-06-27T17:00:49.497Z"}'::jsonb, '8', 2000);
   ELSIF (r.epoch_ms, r.time_unit_ms, r.time_bits, r.shard_bits, r.worker_bits, r.sequence_bits, r.field_order, coalesce(r.logical_shards, 2000))
         IS DISTINCT FROM (1314220021721::bigint, 1, 41, 13, 0, 10, 'time,shard,worker,sequence'::text, 2000) THEN
     RAISE EXCEPTION USING ERRCODE = 'SF002',
@@ -165,7 +165,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT ((id >> 0) & 1023)::integer
 $$;
 
--- shardflake 7: logical shard 5 of layout "instagram"
+-- shardflake 8: logical shard 5 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_5') THEN
@@ -295,11 +295,14 @@ $$;
 -- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
--- the next generation under it.
+-- the next generation under it. Only that generation: between the read and the lock, another
+-- session may have repaired it and begun a move of the next one, whose lock it holds; ending that
+-- live move here would let a third session move the sequence from the same last value.
 CREATE OR REPLACE FUNCTION "shard_5"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
+  now_g bigint;
   called boolean;
   pause double precision := 0.001;
 BEGIN
@@ -310,11 +313,15 @@ BEGIN
     END IF;
     IF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 5)::integer) THEN
       PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
-      SELECT last_value, is_called INTO g, called FROM "shard_5".id_gen;
-      IF NOT called THEN
-        PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+      SELECT last_value, is_called INTO now_g, called FROM "shard_5".id_gen;
+      IF called THEN
+        RETURN;
       END IF;
-      RETURN;
+      IF now_g = g THEN
+        PERFORM setval('"shard_5".id_gen'::regclass, g + 1, true);
+        RETURN;
+      END IF;
+      -- A move of a later generation is running: wait for it.
     END IF;
     PERFORM pg_sleep(pause);
     pause := least(pause * 2, 0.002);
@@ -528,11 +535,11 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (5, 'shard_5', 0, 1, '7')
+VALUES (5, 'shard_5', 0, 1, '8')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
 
--- shardflake 7: logical shard 6 of layout "instagram"
+-- shardflake 8: logical shard 6 of layout "instagram"
 DO $shardflake$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'shard_6') THEN
@@ -662,11 +669,14 @@ $$;
 -- Waits while another session moves the sequence (id_gen "not called"), polling (1-2 ms), until the move
 -- ends. Repairs id_gen left "not called" by a move whose transaction ended half-way (an error, a
 -- cancel, a session that died): the move lock of that generation is free again, and it goes on to
--- the next generation under it.
+-- the next generation under it. Only that generation: between the read and the lock, another
+-- session may have repaired it and begun a move of the next one, whose lock it holds; ending that
+-- live move here would let a third session move the sequence from the same last value.
 CREATE OR REPLACE FUNCTION "shard_6"._wait_gen() RETURNS void
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   g bigint;
+  now_g bigint;
   called boolean;
   pause double precision := 0.001;
 BEGIN
@@ -677,11 +687,15 @@ BEGIN
     END IF;
     IF pg_try_advisory_xact_lock(-573691797, ((g) % 32768 * 65536 + 6)::integer) THEN
       PERFORM set_config('shardflake.moves', (coalesce(nullif(current_setting('shardflake.moves', true), ''), '0')::integer + 1)::text, true);
-      SELECT last_value, is_called INTO g, called FROM "shard_6".id_gen;
-      IF NOT called THEN
-        PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+      SELECT last_value, is_called INTO now_g, called FROM "shard_6".id_gen;
+      IF called THEN
+        RETURN;
       END IF;
-      RETURN;
+      IF now_g = g THEN
+        PERFORM setval('"shard_6".id_gen'::regclass, g + 1, true);
+        RETURN;
+      END IF;
+      -- A move of a later generation is running: wait for it.
     END IF;
     PERFORM pg_sleep(pause);
     pause := least(pause * 2, 0.002);
@@ -895,6 +909,6 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 INSERT INTO "shardflake".shards (shard, schema_name, worker, sequence_cache, version)
-VALUES (6, 'shard_6', 0, 1, '7')
+VALUES (6, 'shard_6', 0, 1, '8')
 ON CONFLICT (shard) DO UPDATE
   SET worker = EXCLUDED.worker, sequence_cache = EXCLUDED.sequence_cache, version = EXCLUDED.version, updated_at = now();
