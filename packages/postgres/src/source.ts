@@ -25,6 +25,7 @@ import { type Call, Connections, type PostgresDatabase, type Rows } from './conn
 import { translatePostgresError } from './errors'
 import { checkInstalled, readShardingFrom } from './installer'
 import { checkIdentifier, quoteIdentifier, shardSchemaName } from './names'
+import { MIN_SQL_VERSION } from './sql/options'
 
 /**
  * What {@link PostgresSource} takes. A database is a `pg.Pool`, a `pg.Client`, a PGlite instance
@@ -268,14 +269,12 @@ export class PostgresSource implements IdSource {
     if (!check) {
       // Shared by every caller that arrives meanwhile: not cancelled when one of them gives up.
       const call: Call = {}
-      check = readShardingFrom(
-        async (text, params) => [
-          ...(await this.connections.run(database, text, params ?? [], call, (error, extra) =>
-            this.failure(error, undefined, 'reading the recorded sharding', extra),
-          )),
-        ],
-        this.schema,
-      ).then((installed) => {
+      const read = async (text: string, params?: unknown[]) => [
+        ...(await this.connections.run(database, text, params ?? [], call, (error, extra) =>
+          this.failure(error, undefined, 'reading the recorded sharding', extra),
+        )),
+      ]
+      check = readShardingFrom(read, this.schema).then(async (installed) => {
         if (!installed) {
           throw new ConfigurationError(
             `No shardflake installation is recorded in schema ${JSON.stringify(this.schema)} of this database: run installPostgres(client, { sharding, shards }) there (or pass the schema it used as option schema).`,
@@ -287,6 +286,12 @@ export class PostgresSource implements IdSource {
           )
         }
         checkInstalled(this.sharding, installed)
+        const [outdated] = await read(outdatedShardsSql(this.schema))
+        if (typeof outdated?.shards === 'string') {
+          throw new ConfigurationError(
+            `The ${installed.database} holds next_id() of an older version for logical shards ${outdated.shards} (shard (version)); this package needs version ${MIN_SQL_VERSION} or later: run installPostgres there again (it replaces the functions and keeps every sequence where it is). Version 7 and earlier can hand out an ID twice when a move of a shard's sequence (a catch-up to the clock, or next_ids(n) reserving a range) is cut short by a cancel or a statement_timeout.`,
+          )
+        }
       })
       // A failed read (a connection error) is tried again on the next call; a mismatch too.
       check.catch(() => this.verified.delete(database))
@@ -294,6 +299,17 @@ export class PostgresSource implements IdSource {
     }
     return check
   }
+}
+
+/**
+ * The shards of an installation whose SQL is older than {@link MIN_SQL_VERSION} (not counting
+ * shards moved away), as `shard (version), ...` in column `shards`, NULL when there are none.
+ */
+function outdatedShardsSql(schema: string): string {
+  return `SELECT string_agg(shard::text || ' (' || version || ')', ', ' ORDER BY shard) AS shards
+    FROM ${quoteIdentifier('schema', schema)}.shards AS s
+    WHERE to_jsonb(s) ->> 'retired_at' IS NULL
+      AND NOT (version ~ '^[0-9]{1,9}$' AND version::integer >= ${MIN_SQL_VERSION})`
 }
 
 /**

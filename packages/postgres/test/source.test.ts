@@ -198,6 +198,35 @@ describe('PostgresSource over two physical databases', () => {
     )
   })
 
+  it('refuses shards whose installed next_id() is older than version 8 until installPostgres runs again', async () => {
+    const url = await createDatabase('sf_pg_source_old')
+    const pool = new pg.Pool({ connectionString: url, max: 2 })
+    pool.on('error', () => undefined)
+    try {
+      await installPostgres(pool, { sharding, shards: '0-3' })
+      // As an installation of version 7 records itself (its functions repeat IDs in a rare race).
+      await raw(url, `UPDATE shardflake.shards SET version = '7' WHERE shard IN (1, 3)`)
+      const source = new PostgresSource({ sharding, databases: pool })
+      const error = await source.nextIds(2, 3).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(ConfigurationError)
+      expect((error as Error).message).toMatch(
+        /logical shards 1 \(7\), 3 \(7\).*needs version 8 or later: run installPostgres there again/,
+      )
+      // Nothing was drawn: the sequences did not move.
+      const [drawn] = await raw<{ n: string }>(
+        url,
+        `SELECT count(*)::text AS n FROM pg_sequences WHERE sequencename = 'id_seq' AND last_value IS NOT NULL`,
+      )
+      expect(drawn!.n).toBe('0')
+      await installPostgres(pool, { sharding, shards: '0-3' })
+      expect(await source.nextIds(2, 3)).toHaveLength(3)
+      await source.close()
+    } finally {
+      await pool.end()
+      await dropDatabase('sf_pg_source_old')
+    }
+  })
+
   it('uses the caller connection (context.query) when told to', async () => {
     const client = counting(poolA)
     const source = new PostgresSource({

@@ -13,6 +13,12 @@ import { checkIdentifier, quoteIdentifier, shardSchemaName } from '../names'
 /** The version of the SQL objects this package installs (recorded in the metadata tables). */
 export const SQL_VERSION = '8'
 
+/**
+ * The oldest installed SQL version a `PostgresSource` draws from: version 7 and earlier can hand
+ * out an ID twice when a move of a shard's sequence is cut short (see `docs/next-id.md`, "Waits").
+ */
+export const MIN_SQL_VERSION = 8
+
 /** What the SQL generator, the installer and the source need to know about an installation. */
 export interface PostgresSchemaOptions {
   /**
