@@ -28,6 +28,13 @@ export interface InsertFiller {
   placementOf(into: OperationNode | undefined): Placement | undefined
   /** One key value per shard in `shards` (IDs, or pending IDs), asking the source once per shard. */
   fill(shards: readonly number[]): readonly unknown[]
+  /**
+   * Told the logical shard of every row of each INSERT into a declared table that comes out of a
+   * rewrite (the node returned, and the shard of each of its rows' keys in order) when every
+   * row's shard is known: a router then places the rows without reading their IDs again.
+   * Not set when nothing routes this plugin's queries.
+   */
+  placed?: ((node: InsertQueryNode, shards: readonly number[]) => void) | undefined
 }
 
 type QueryWithCtes = RootOperationNode & { readonly with?: WithNode }
@@ -103,7 +110,7 @@ export function rewriteInsert(
     const shard = placement.shardOf(Object.create(null))
     const [id] = filler.fill([shard])
     const row = shardColumn === undefined ? [id] : [id, shard]
-    return freeze({
+    return placed(filler, [shard], {
       ...node,
       defaultValues: false,
       columns: freeze([
@@ -139,6 +146,8 @@ export function rewriteInsert(
   const shards: number[] = []
   // The shard column value each row lacks, by row: the shard of its ID (known before the ID).
   const shardValues = new Map<number, number>()
+  // The shard of every row's key, for a router (unset once a row's is not known: SQL).
+  let rowShards: number[] | undefined = filler.placed ? new Array<number>(rows.length) : undefined
   for (let index = 0; index < rows.length; index++) {
     const item = rows[index]!
     const id = keyIndex < 0 ? undefined : valueAt(item, keyIndex)
@@ -160,6 +169,10 @@ export function rewriteInsert(
         placement.checkShardColumnMove(checked, shardUpdate.value, 'an upsert')
       }
     }
+    if (rowShards) {
+      if (shard === undefined) rowShards = undefined
+      else rowShards[index] = shard
+    }
     if (shardColumn !== undefined && shard === undefined && shardIndex < 0) {
       throw new InvalidArgumentError(
         `A new row of ${name} gives its '${column}' as SQL, so the shard of its ID is not known before the INSERT runs: give the '${shardColumn}' column as well, or pass the ID's value.`,
@@ -170,7 +183,10 @@ export function rewriteInsert(
       if (placement.checkShardColumn(given, shard)) shardValues.set(index, shard)
     }
   }
-  if (missing.length === 0 && shardValues.size === 0) return node
+  if (missing.length === 0 && shardValues.size === 0) {
+    if (rowShards) filler.placed!(node, rowShards)
+    return node
+  }
   const ids = missing.length === 0 ? [] : filler.fill(shards)
   const filled = new Array<unknown>(rows.length)
   missing.forEach((index, i) => {
@@ -178,7 +194,7 @@ export function rewriteInsert(
   })
   const addKey = keyIndex < 0 && missing.length > 0
   const addShard = shardIndex < 0 && shardValues.size > 0
-  return freeze({
+  return placed(filler, rowShards, {
     ...node,
     columns:
       addKey || addShard
@@ -201,6 +217,17 @@ export function rewriteInsert(
       }),
     ),
   })
+}
+
+/** The new INSERT, frozen, its rows' shards told to `filler.placed` when they are all known. */
+function placed(
+  filler: InsertFiller,
+  shards: readonly number[] | undefined,
+  node: InsertQueryNode,
+): InsertQueryNode {
+  const result = freeze(node)
+  if (shards && filler.placed) filler.placed(result, shards)
+  return result
 }
 
 /** What the conflict clause of an INSERT sets the shard column to, if it sets it. */

@@ -12,6 +12,7 @@ import {
   type Dialect,
   type DialectAdapter,
   type Insertable,
+  type InsertQueryNode,
   isOperationNodeSource,
   type KyselyPlugin,
   type OperationNode,
@@ -30,21 +31,29 @@ import { Placement, type RowValues, SQL_EXPRESSION } from './placement'
 import { type InsertFiller, readRow, rewriteQuery, tableOf } from './rewrite'
 import { readTables, type ShardedTable, type TableSpec } from './tables'
 
-/** The placement of the table a node names, for each plugin: what the shard router reads. */
-const placementLookups = new WeakMap<
-  object,
-  (into: OperationNode | undefined) => Placement | undefined
->()
-
 /**
- * The placement of the declared table an INSERT names (`undefined` for a table that is not
- * declared), as `plugin` fills it.
+ * What a router reads from a plugin: the placement of the declared table a node names
+ * (`undefined` for a table that is not declared), and the shards of the rows of the INSERT the
+ * plugin filled last, once, if it is `node` (`undefined` for any other node: one a later plugin
+ * changed, or one filled before the last).
  * @internal
  */
-export function placementLookupOf(
-  plugin: ShardedIdsPlugin<unknown>,
-): (into: OperationNode | undefined) => Placement | undefined {
-  return placementLookups.get(plugin)!
+export interface PluginRouting {
+  placementOf(into: OperationNode | undefined): Placement | undefined
+  takePlacedShards(node: InsertQueryNode): readonly number[] | undefined
+}
+
+const routings = new WeakMap<object, () => PluginRouting>()
+
+/**
+ * What a router reads from `plugin`; from then on the plugin keeps the shards of the rows of
+ * the last INSERT it filled, so that a router reading them in the same step (Kysely compiles a
+ * query and hands it to the connection without waiting in between) places the rows without
+ * reading their IDs again.
+ * @internal
+ */
+export function routingOf(plugin: ShardedIdsPlugin<unknown>): PluginRouting {
+  return routings.get(plugin)!()
 }
 
 /** Any database, for applications that do not give `shardedIds` their `DB` type. */
@@ -82,6 +91,9 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
   readonly #placements = new Map<string, Placement>()
   readonly #filler: InsertFiller
   #wrapped = false
+  /** The last INSERT node this plugin returned and the shards of its rows, until a router reads them. */
+  #placedNode: InsertQueryNode | undefined
+  #placedShards: readonly number[] | undefined
 
   /** @throws InvalidShardRuleError, ShardOutOfRangeError, InvalidArgumentError, ConfigurationError */
   constructor(options: ShardedIdsOptions<NoInfer<DB>>) {
@@ -104,7 +116,7 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
       placementOf: (into) => this.#placementOf(into),
       fill: (shards) => this.#fill(shards),
     }
-    placementLookups.set(this, (into) => this.#placementOf(into))
+    routings.set(this, () => this.#routing())
   }
 
   /**
@@ -223,6 +235,23 @@ export class ShardedIdsPlugin<DB = AnyDatabase> implements KyselyPlugin {
     for (const [index, shard] of shardValues) copies[index]![shardColumn!] = shard
     const assigned = copies as Assigned<R, C>[]
     return Array.isArray(rows) ? assigned : assigned[0]!
+  }
+
+  #routing(): PluginRouting {
+    this.#filler.placed ??= (node, shards) => {
+      this.#placedNode = node
+      this.#placedShards = shards
+    }
+    return {
+      placementOf: (into) => this.#placementOf(into),
+      takePlacedShards: (node) => {
+        if (node !== this.#placedNode) return undefined
+        const shards = this.#placedShards
+        this.#placedNode = undefined
+        this.#placedShards = undefined
+        return shards
+      },
+    }
   }
 
   #placementOf(into: OperationNode | undefined): Placement | undefined {

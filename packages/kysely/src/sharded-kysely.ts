@@ -17,6 +17,7 @@ import {
 } from '@shardflake/core'
 import {
   type CompiledQuery,
+  type ConnectionProvider,
   createQueryId,
   type DatabaseConnection,
   type Dialect,
@@ -29,7 +30,6 @@ import {
   Kysely as KyselyClass,
   type KyselyPlugin,
   type MergeQueryNode,
-  type OperationNode,
   type PluginTransformQueryArgs,
   type PluginTransformResultArgs,
   type QueryResult,
@@ -47,7 +47,7 @@ import {
 import { namedIds } from './key-changes'
 import { PendingId } from './pending-id'
 import { type Placement, SQL_EXPRESSION } from './placement'
-import { type AnyDatabase, placementLookupOf, ShardedIdsPlugin } from './sharded-ids'
+import { type AnyDatabase, type PluginRouting, routingOf, ShardedIdsPlugin } from './sharded-ids'
 
 /**
  * Where a transaction runs: the server holding the row with this ID, this shard key's shard, or
@@ -65,9 +65,6 @@ export type ShardTarget =
   | { readonly id: IdInput }
   | { readonly key: ShardKey }
   | { readonly shard: number }
-
-/** The placement of the declared table a node names. */
-type PlacementLookup = (into: OperationNode | undefined) => Placement | undefined
 
 /**
  * The Kysely instances of an application whose rows are spread over several servers, one per
@@ -409,7 +406,7 @@ export function shardedKysely<DB>(homes: ShardHomes<Kysely<DB>>): ShardedKysely<
   const { sharding } = homes
   const seen = new Map<Kysely<DB>, string>()
   const guarded = new Map<string, Kysely<DB>>()
-  let first: { db: Kysely<DB>; lookup: PlacementLookup } | undefined
+  let first: { db: Kysely<DB>; routing: PluginRouting } | undefined
   for (const server of homes.serverNames) {
     const db = homes.handleOf(server)
     if (!(db instanceof KyselyClass)) {
@@ -439,10 +436,10 @@ export function shardedKysely<DB>(homes: ShardHomes<Kysely<DB>>): ShardedKysely<
       )
     }
     sharding.checkSame(sourceSharding, `The source of server ${JSON.stringify(server)}`)
-    const lookup = placementLookupOf(ids)
-    first ??= { db, lookup }
+    const routing = routingOf(ids)
+    first ??= { db, routing }
     // The guard right after the plugin that fills the keys: it reads names as your queries do.
-    const guard = new HomeGuardPlugin(homes, server, lookup)
+    const guard = new HomeGuardPlugin(homes, server, routing)
     const ordered = [...plugins.slice(0, at + 1), guard, ...plugins.slice(at + 1)]
     guarded.set(
       server,
@@ -450,10 +447,7 @@ export function shardedKysely<DB>(homes: ShardHomes<Kysely<DB>>): ShardedKysely<
     )
   }
   if (!first) throw new ConfigurationError('shardedKysely() needs at least one server.')
-  const router = new KyselyClass<DB>({
-    dialect: routingDialect(homes, first.db, first.lookup),
-    plugins: [...first.db.getExecutor().plugins],
-  })
+  const router = routerOf(homes, first.db, first.routing)
   return new ShardedKysely(homes, guarded, router)
 }
 
@@ -466,7 +460,7 @@ class HomeGuardPlugin implements KyselyPlugin {
   constructor(
     private readonly homes: ShardHomes<unknown>,
     private readonly server: string,
-    private readonly placementOf: PlacementLookup,
+    private readonly routing: PluginRouting,
   ) {}
 
   transformQuery({ node }: PluginTransformQueryArgs): RootOperationNode {
@@ -486,9 +480,9 @@ class HomeGuardPlugin implements KyselyPlugin {
     const { sharding } = this.homes
     switch (node.kind) {
       case 'InsertQueryNode': {
-        const placement = this.placementOf(node.into)
+        const placement = this.routing.placementOf(node.into)
         if (placement) {
-          for (const shard of new Set(rowShards(node, placement, sharding))) {
+          for (const shard of new Set(rowShards(node, placement, this.routing, sharding))) {
             this.homes.checkHome(this.server, shard)
           }
         }
@@ -496,12 +490,12 @@ class HomeGuardPlugin implements KyselyPlugin {
       }
       case 'MergeQueryNode': {
         const merge = node as MergeQueryNode
-        const placement = this.placementOf(merge.into)
+        const placement = this.routing.placementOf(merge.into)
         if (!placement) return
         for (const when of merge.whens ?? []) {
           if (when.result?.kind !== 'InsertQueryNode') continue
           for (const shard of new Set(
-            rowShards(when.result as InsertQueryNode, placement, sharding),
+            rowShards(when.result as InsertQueryNode, placement, this.routing, sharding),
           )) {
             this.homes.checkHome(this.server, shard)
           }
@@ -514,7 +508,7 @@ class HomeGuardPlugin implements KyselyPlugin {
         const placement =
           node.kind === 'DeleteQueryNode' && node.from.froms.length !== 1
             ? undefined
-            : this.placementOf(table)
+            : this.routing.placementOf(table)
         if (!placement || !node.where) return
         for (const id of namedIds(node.where.where, placement.spec.column)) {
           if (id === null || id === undefined) continue
@@ -536,12 +530,23 @@ const QUERY_KINDS = new Set([
 ])
 
 /**
- * The logical shard of every row of an INSERT into a declared table, read from its key (an ID,
- * or the shard of a pending one).
+ * The logical shard of every row of an INSERT into a declared table: as the plugin placed them
+ * when it filled the keys of this very node (its last), else read from each row's key (an ID,
+ * or the shard of a pending one), e.g. when a later plugin changed the node.
  * @throws InvalidArgumentError for INSERT ... SELECT, or a key given as SQL: its shard cannot
  * be known before the query runs.
  */
-function rowShards(node: InsertQueryNode, placement: Placement, sharding: Sharding): number[] {
+function rowShards(
+  node: InsertQueryNode,
+  placement: Placement,
+  routing: PluginRouting,
+  sharding: Sharding,
+): readonly number[] {
+  return routing.takePlacedShards(node) ?? keyShards(node, placement, sharding)
+}
+
+/** The logical shard of every row of an INSERT, read from its key: see {@link rowShards}. */
+function keyShards(node: InsertQueryNode, placement: Placement, sharding: Sharding): number[] {
   const { column, name } = placement.spec
   const values = node.values
   if (!values) return [] // no rows (the plugin turned `default values` into a row)
@@ -576,16 +581,21 @@ function keyOf(row: ValuesItemNode, index: number): unknown {
 }
 
 /**
- * The dialect of the router's own Kysely: its queries are compiled like the first server's, and
- * its one connection splits each INSERT into one per server, sent through each server's Kysely.
+ * The router's own Kysely: the first server's executor (its plugins, compiler and adapter), its
+ * connections replaced by the one connection that splits each INSERT into one per server, sent
+ * through each server's Kysely. Handed out without a driver's acquire and release: that
+ * connection holds nothing.
  */
-function routingDialect<DB>(
+function routerOf<DB>(
   homes: ShardHomes<Kysely<DB>>,
   first: Kysely<DB>,
-  placementOf: PlacementLookup,
-): Dialect {
+  routing: PluginRouting,
+): Kysely<DB> {
   const executor = first.getExecutor()
-  const connection = new RoutingConnection(homes, placementOf, executor.adapter)
+  const connection = new RoutingConnection(homes, routing, executor.adapter)
+  const provider: ConnectionProvider = {
+    provideConnection: (consumer) => consumer(connection),
+  }
   const driver: Driver = {
     init: async () => undefined,
     acquireConnection: async () => connection,
@@ -599,7 +609,7 @@ function routingDialect<DB>(
     commitTransaction: async () => undefined,
     rollbackTransaction: async () => undefined,
   }
-  return {
+  const dialect: Dialect = {
     createDriver: () => driver,
     createAdapter: () => executor.adapter,
     createQueryCompiler: () => ({
@@ -607,6 +617,12 @@ function routingDialect<DB>(
     }),
     createIntrospector: () => first.introspection,
   }
+  return new KyselyClass<DB>({
+    config: { dialect },
+    dialect,
+    driver,
+    executor: executor.withConnectionProvider(provider),
+  })
 }
 
 type AbortOptions = Parameters<DatabaseConnection['executeQuery']>[1]
@@ -615,7 +631,7 @@ type AbortOptions = Parameters<DatabaseConnection['executeQuery']>[1]
 class RoutingConnection<DB> implements DatabaseConnection {
   constructor(
     private readonly homes: ShardHomes<Kysely<DB>>,
-    private readonly placementOf: PlacementLookup,
+    private readonly routing: PluginRouting,
     /** The adapter of the Kysely whose compiler compiles the router's queries. */
     private readonly adapter: DialectAdapter,
   ) {}
@@ -627,24 +643,27 @@ class RoutingConnection<DB> implements DatabaseConnection {
         `The router sends inserts only, got a ${node.kind}: use sharded.forId(id), forKey(key) or forShard(shard) for one server, sharded.fanOut() for every server.`,
       )
     }
-    const placement = this.placementOf(node.into)
+    const placement = this.routing.placementOf(node.into)
     if (!placement) {
       throw new ConfigurationError(
         'This table has no sharded key (it is not declared in shardedIds({ tables })), so nothing says which server holds its rows: insert them through one server, sharded.forShard(shard) or sharded.forServer(name).',
       )
     }
     const { sharding } = this.homes
-    const shards = rowShards(node, placement, sharding)
+    const shards = rowShards(node, placement, this.routing, sharding)
     if (shards.length === 0) {
       throw new InvalidArgumentError(`An INSERT INTO ${placement.spec.name} without rows.`)
     }
-    const rows = (node.values as ValuesNode).values
     // The servers of the distinct shards (waiting while any moves), then the rows of each.
     const homesOf = await this.homes.writeGroups(
-      [...new Set(shards)],
+      distinct(shards),
       (shard) => shard,
       options?.signal,
     )
+    if (homesOf.size === 1) {
+      const { handle } = homesOf.values().next().value!
+      return this.send<R>(handle, compiled, undefined, options)
+    }
     const serverOf = new Map<number, string>()
     for (const [server, { items }] of homesOf)
       for (const shard of items) serverOf.set(shard, server)
@@ -655,33 +674,12 @@ class RoutingConnection<DB> implements DatabaseConnection {
       if (items) items.push(index)
       else byServer.set(server, [index])
     })
-    const groups = [...byServer].map(([server, items]) => ({
-      handle: homesOf.get(server)!.handle,
-      items,
-    }))
-    const send = ({ handle, items }: { handle: Kysely<DB>; items: number[] }) => {
-      const executor = handle.getExecutor()
-      // Every row on one server: the query as compiled, when that server compiles alike.
-      const query =
-        groups.length === 1 && executor.adapter.constructor === this.adapter.constructor
-          ? (compiled as CompiledQuery<R>)
-          : executor.compileQuery<R>(
-              Object.freeze({
-                ...node,
-                values: Object.freeze({
-                  kind: 'ValuesNode',
-                  values: Object.freeze(items.map((index) => rows[index]!)),
-                }) as ValuesNode,
-              }),
-              createQueryId(),
-            )
-      return executor.provideConnection(
-        (connection) => connection.executeQuery<R>(query, options),
-        options,
-      )
-    }
-    if (groups.length === 1) return send(groups[0]!)
-    const settled = await Promise.allSettled(groups.map(send))
+    const groups = [...byServer]
+    const settled = await Promise.allSettled(
+      groups.map(([server, items]) =>
+        this.send<R>(homesOf.get(server)!.handle, compiled, items, options),
+      ),
+    )
     const failed = settled.find((result) => result.status === 'rejected')
     if (failed) throw failed.reason
     const results = settled.map(
@@ -689,8 +687,46 @@ class RoutingConnection<DB> implements DatabaseConnection {
     )
     return merge(
       results,
-      groups.map((group) => group.items),
+      groups.map(([, items]) => items),
       shards.length,
+    )
+  }
+
+  /**
+   * Sends an INSERT (`items`: the indexes of its rows that go to this server; all of them when
+   * `undefined`) through a server's Kysely: the query as compiled when every row goes there and
+   * that server compiles alike, else compiled there.
+   */
+  private send<R>(
+    handle: Kysely<DB>,
+    compiled: CompiledQuery,
+    items: readonly number[] | undefined,
+    options: AbortOptions,
+  ): Promise<QueryResult<R>> {
+    const executor = handle.getExecutor()
+    const node = compiled.query as InsertQueryNode
+    let query: CompiledQuery<R>
+    if (items === undefined) {
+      query =
+        executor.adapter.constructor === this.adapter.constructor
+          ? (compiled as CompiledQuery<R>)
+          : executor.compileQuery<R>(node, createQueryId())
+    } else {
+      const rows = (node.values as ValuesNode).values
+      query = executor.compileQuery<R>(
+        Object.freeze({
+          ...node,
+          values: Object.freeze({
+            kind: 'ValuesNode',
+            values: Object.freeze(items.map((index) => rows[index]!)),
+          }) as ValuesNode,
+        }),
+        createQueryId(),
+      )
+    }
+    return executor.provideConnection(
+      (connection) => connection.executeQuery<R>(query, options),
+      options,
     )
   }
 
@@ -700,6 +736,20 @@ class RoutingConnection<DB> implements DatabaseConnection {
       'The router sends inserts only: stream from one server, sharded.forId(id).selectFrom(...).stream().',
     )
   }
+}
+
+/** The distinct shards of `shards`, in order of first appearance. */
+function distinct(shards: readonly number[]): number[] {
+  if (shards.length === 1) return [shards[0]!]
+  const seen = new Set<number>()
+  let previous: number | undefined
+  for (const shard of shards) {
+    if (shard !== previous) {
+      seen.add(shard)
+      previous = shard
+    }
+  }
+  return [...seen]
 }
 
 /**

@@ -22,7 +22,7 @@ import {
   trustSuppliedIds,
   WrongServerError,
 } from '@shardflake/core'
-import { Kysely, sql } from 'kysely'
+import { Kysely, type KyselyPlugin, sql, type ValuesNode } from 'kysely'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ShardedKysely, shardedIds, shardedKysely } from '../src'
 import { type BlogDatabase, blogDialect, blogIds } from './support/blog'
@@ -36,6 +36,21 @@ const source = new InProcessSource({ sharding, shards: 'all' })
 
 interface Database extends BlogDatabase {
   plain: { id: string; note: string }
+}
+
+/** A plugin that gives every new row the ID `id`, in the key column the plugin before it filled. */
+function rekey(id: bigint): KyselyPlugin {
+  return {
+    transformQuery: ({ node }) => {
+      if (node.kind !== 'InsertQueryNode' || node.values?.kind !== 'ValuesNode') return node
+      const at = (node.columns ?? []).findIndex((column) => column.column.name === 'id')
+      const rows = (node.values as ValuesNode).values.map((row) =>
+        row.kind === 'PrimitiveValueListNode' ? { ...row, values: row.values.with(at, id) } : row,
+      )
+      return { ...node, values: { kind: 'ValuesNode', values: rows } }
+    },
+    transformResult: async ({ result }) => result,
+  }
 }
 
 describe('shardedKysely (PostgreSQL)', () => {
@@ -194,6 +209,54 @@ describe('shardedKysely (PostgreSQL)', () => {
       .values([{ shard_key: '4' }, { shard_key: '36' }, { shard_key: '37' }])
       .executeTakeFirstOrThrow()
     expect(result.numInsertedOrUpdatedRows).toBe(3n)
+  })
+
+  it('places a row by its own ID: a trusted ID of another shard than its key, and a key a later plugin changed', async () => {
+    await clearKeyed()
+    // Keys of shards 1 and 2 (server a), IDs of shards 40 and 41 (server b): the ID decides.
+    const imported = source.nextId(40)
+    await trustSuppliedIds(() =>
+      sharded.insertInto('keyed').values({ id: imported, shard_key: '1' }).execute(),
+    )
+    await expect(
+      trustSuppliedIds(() =>
+        sharded
+          .forServer('a')
+          .insertInto('keyed')
+          .values({ id: source.nextId(41), shard_key: '2' })
+          .execute(),
+      ),
+    ).rejects.toThrow(WrongServerError)
+    expect(await keyedRows('a')).toEqual([])
+    expect(await keyedRows('b')).toEqual(['1'])
+    // A plugin after shardedIds() gives the row another ID, of shard 40, after the plugin placed
+    // it on shard 3 (server a): the router sends it where that ID lives.
+    await clearKeyed()
+    const moved = source.nextId(40)
+    const ids = blogIds(source)
+    const later = Object.fromEntries(
+      ['a', 'b'].map((name) => [
+        name,
+        new Kysely<Database>({
+          dialect: ids.dialect(blogDialect('postgres', raws[name]!.url)),
+          plugins: [ids, rekey(moved)],
+        }),
+      ]),
+    )
+    const laterHomes = await ShardHomes.open({ sharding, servers: later, directory: map })
+    try {
+      const [row] = await shardedKysely(laterHomes)
+        .insertInto('keyed')
+        .values({ shard_key: '3' })
+        .returning('id')
+        .execute()
+      expect(BigInt(row!.id)).toBe(moved)
+      expect(await keyedRows('a')).toEqual([])
+      expect(await keyedRows('b')).toEqual(['3'])
+    } finally {
+      await laterHomes.close()
+      for (const db of Object.values(later)) await db.destroy()
+    }
   })
 
   it('routes the pending IDs of an asynchronous source by their shard', async () => {
