@@ -16,6 +16,12 @@ export type StringKeyMode = 'auto' | 'hash'
 /** The longest string key, in characters (Unicode code points). */
 export const MAX_KEY_LENGTH = 1024
 
+/** `Number.MIN_SAFE_INTEGER` and `Number.MAX_SAFE_INTEGER` as bigints. */
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER)
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+/** Shared by every hash: one encoder, not one per key. */
+const utf8 = new TextEncoder()
+
 /** What `'auto'` reads as an integer: ASCII digits, an optional leading minus, nothing else. */
 const DIGITS = /^-?[0-9]+$/
 /**
@@ -44,6 +50,17 @@ const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])
  */
 export function integerShard(key: bigint | number | string, logicalShards: number): number {
   const count = checkLogicalShards(logicalShards)
+  // Keys within ±(2^53 - 1) (every user id in practice): exact in a double, so no BigInt division.
+  if (typeof key === 'number' && Number.isSafeInteger(key)) return ((key % count) + count) % count
+  if (typeof key === 'bigint' && key >= MIN_SAFE && key <= MAX_SAFE) {
+    const value = Number(key)
+    return ((value % count) + count) % count
+  }
+  // At most 15 characters (a sign and 14 digits, or 15 digits): below 10^15 < 2^53.
+  if (typeof key === 'string' && key.length <= 15 && DIGITS.test(key)) {
+    const value = Number(key)
+    return ((value % count) + count) % count
+  }
   const value = readIntegerKey(key)
   const shards = BigInt(count)
   return Number(((value % shards) + shards) % shards)
@@ -87,7 +104,7 @@ export function hashShard(key: string, logicalShards: number): number {
 /** 32-bit FNV-1a of the UTF-8 bytes of `text`, as an unsigned integer. */
 export function fnv1a32(text: string): number {
   let hash = 0x811c9dc5
-  for (const byte of new TextEncoder().encode(text)) {
+  for (const byte of utf8.encode(text)) {
     hash ^= byte
     hash = Math.imul(hash, 0x01000193)
   }

@@ -72,6 +72,46 @@ describe('the key domain (the same in TS, PostgreSQL and MySQL)', () => {
     }
   })
 
+  it('places keys within ±(2^53 - 1) as BigInt arithmetic does, as bigint, number and digits', () => {
+    const max = BigInt(Number.MAX_SAFE_INTEGER)
+    for (const shards of [1, 7, 64, 2000, 8192, 2 ** 31 - 1]) {
+      const mod = (key: bigint) =>
+        Number(((key % BigInt(shards)) + BigInt(shards)) % BigInt(shards))
+      const keys = [
+        0n,
+        1n,
+        -1n,
+        31341n,
+        -31341n,
+        max,
+        -max,
+        max - 1n,
+        -max + 1n,
+        max + 1n,
+        -max - 1n,
+        max + 2n,
+        -max - 2n,
+        max + 3n,
+        -max - 4n,
+      ]
+      for (let i = 0n; i < 200n; i++)
+        keys.push(i * BigInt(shards) - 100n, (max / 200n) * i - max / 3n)
+      for (const key of keys) {
+        expect(integerShard(key, shards), `${key} of ${shards}`).toBe(mod(key))
+        if (key >= -max && key <= max) expect(integerShard(Number(key), shards)).toBe(mod(key))
+        expect(integerShard(String(key), shards), `'${key}' of ${shards}`).toBe(mod(key))
+        expect(integerShard(`${key < 0n ? '-' : ''}00${key < 0n ? -key : key}`, shards)).toBe(
+          mod(key),
+        )
+      }
+    }
+    expect(Object.is(integerShard(-2000, 2000), 0)).toBe(true)
+    expect(Object.is(integerShard('-0', 2000), 0)).toBe(true)
+    expect(integerShard('000000000000007', 64)).toBe(7)
+    expect(integerShard('999999999999999', 2000)).toBe(Number(999999999999999n % 2000n))
+    expect(integerShard('-99999999999999', 2000)).toBe(Number((-99999999999999n % 2000n) + 2000n))
+  })
+
   it('places integers of any width by key mod logicalShards, in every spelling', () => {
     const mod = (key: bigint) => Number(((key % 2000n) + 2000n) % 2000n)
     for (const key of [

@@ -6,14 +6,15 @@
  *
  *   pnpm --filter @shardflake/mikro-orm build
  *   node packages/mikro-orm/bench/bulk-inserts.ts [--db mysql|postgres] [--rounds 5] [--batches 10]
+ *     [--variants auto,sharded,given] [--fresh-connections]
  *
  * Each round empties the tables and flushes `--batches` units of `--rows` entities into each, the
  * tables taking turns flush by flush (which goes first rotates). A table's rows/s is its rows over
  * the time spent in its own `em.create()` calls and `flush()`; a round's ratio is the table's ÷
  * the AUTO_INCREMENT table's. Reported: the median ratio and the smallest and largest round's,
  * and per table this process's CPU time per row (`process.cpuUsage`) and, on PostgreSQL, the CPU
- * time per row of the ORM's one connection's server process (`/proc/<pid>/schedstat`: run it on
- * the database's machine).
+ * time and minor page faults of each table's one connection's server process (`/proc/<pid>/`:
+ * run it on the database's machine).
  * Sizes after the last round: InnoDB leaf pages of the clustered index (after ANALYZE TABLE), or
  * `pg_relation_size` of the primary key index (after VACUUM ANALYZE).
  */
@@ -34,6 +35,8 @@ const { values: args } = parseArgs({
     batches: { type: 'string', default: '10' },
     rows: { type: 'string', default: '1000' },
     database: { type: 'string', default: 'h24_ascending_mikro_bench' },
+    variants: { type: 'string', default: 'auto,sharded,given' },
+    'fresh-connections': { type: 'boolean', default: false },
   },
 })
 const db = args.db === 'postgres' ? 'postgres' : 'mysql'
@@ -103,6 +106,11 @@ for (const [table, key] of [
   )
 }
 
+const allVariants = ['auto', 'sharded', 'given'] as const
+type Variant = (typeof allVariants)[number]
+/** `--variants sharded` (one table) for a CPU profile of its flushes. */
+const variants = allVariants.filter((v) => args.variants.split(',').includes(v))
+
 const source = new InProcessSource({ sharding, shards: 'all' })
 const open = (entities: unknown[], extensions: unknown[] = []): Promise<MikroORM> => {
   const options = {
@@ -115,34 +123,55 @@ const open = (entities: unknown[], extensions: unknown[] = []): Promise<MikroORM
   } as never
   return db === 'mysql' ? MariaDbOrm.init(options) : PostgresOrm.init(options)
 }
-const plainOrm = await open([Auto, Given])
-const shardedOrm = await open([Sharded], [shardedIds({ source })])
+// One MikroORM, hence one connection, per table: each table's INSERTs run on a server process
+// that runs nothing else (the tables are created and emptied through connections of their own).
+// A PostgreSQL server process that once freed a large block of memory keeps it (glibc raises its
+// trim threshold) and no longer faults it in again on every 1000-row INSERT, which is worth
+// several ms of server CPU per INSERT; sharing a connection would give one table that state.
+const orms: Record<Variant, MikroORM> = {
+  auto: await open([Auto]),
+  sharded: await open([Sharded], [shardedIds({ source })]),
+  given: await open([Given]),
+}
 const pidOf = async (orm: MikroORM) =>
   Number(
     (
       (await orm.em.getConnection().execute('SELECT pg_backend_pid() AS pid')) as { pid: number }[]
     )[0]!.pid,
   )
-/** Server CPU time (ns) of each ORM's one connection (PostgreSQL: `/proc/<pid>/schedstat`). */
+/** The server process of each table's one connection (PostgreSQL). */
 const pids =
-  db === 'postgres' ? { plain: await pidOf(plainOrm), sharded: await pidOf(shardedOrm) } : undefined
-const serverNs = (variant: string) =>
-  pids
-    ? Number(
-        readFileSync(
-          `/proc/${variant === 'sharded' ? pids.sharded : pids.plain}/schedstat`,
-          'utf8',
-        ).split(' ')[0],
-      )
-    : 0
+  db === 'postgres'
+    ? {
+        auto: await pidOf(orms.auto),
+        sharded: await pidOf(orms.sharded),
+        given: await pidOf(orms.given),
+      }
+    : undefined
+// PostgreSQL: every connection first runs one statement with a 4 MB parameter, so that the three
+// server processes start in the same state, that of a pool connection which has served a large
+// statement once (`--fresh-connections` leaves them as they are: the table whose INSERTs happen to
+// free a large block, here AUTO_INCREMENT's with its RETURNING, then faults less than the others).
+if (pids && !args['fresh-connections']) {
+  for (const orm of Object.values(orms)) {
+    await orm.em.getConnection().execute('SELECT length(?) AS n', ['x'.repeat(4 << 20)])
+  }
+}
+/** CPU time (ns) of a table's server process (`/proc/<pid>/schedstat`). */
+const serverNs = (variant: Variant) =>
+  pids ? Number(readFileSync(`/proc/${pids[variant]}/schedstat`, 'utf8').split(' ')[0]) : 0
+/** Minor page faults of a table's server process (`/proc/<pid>/stat`, field 10). */
+const serverFaults = (variant: Variant) => {
+  if (!pids) return 0
+  const stat = readFileSync(`/proc/${pids[variant]}/stat`, 'utf8')
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[7])
+}
 
 let seed = 12_345
 const random = () => {
   seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648
   return seed
 }
-const variants = ['auto', 'sharded', 'given'] as const
-type Variant = (typeof variants)[number]
 const tables: Record<Variant, string> = {
   auto: 'bulk_auto',
   sharded: 'bulk_sharded',
@@ -153,6 +182,8 @@ const rates: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
 /** This process's and (PostgreSQL) the server process's CPU time per row, per round. */
 const clientUs: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
 const serverUs: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
+/** Minor page faults of the server process per INSERT of `--rows` rows (PostgreSQL), per round. */
+const faults: Record<Variant, number[]> = { auto: [], sharded: [], given: [] }
 const ratios: Record<'sharded' | 'given', number[]> = { sharded: [], given: [] }
 let ascending = 0
 let flushes = 0
@@ -161,7 +192,9 @@ for (let round = 0; round < rounds; round++) {
   const spent: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
   const client: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
   const server: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
+  const faulted: Record<Variant, number> = { auto: 0, sharded: 0, given: 0 }
   const measure = async (variant: Variant, work: () => Promise<void>) => {
+    const faults0 = serverFaults(variant)
     const server0 = serverNs(variant)
     const cpu0 = process.cpuUsage()
     const start = process.hrtime.bigint()
@@ -170,6 +203,7 @@ for (let round = 0; round < rounds; round++) {
     const cpu = process.cpuUsage(cpu0)
     client[variant] += cpu.user + cpu.system
     server[variant] += (serverNs(variant) - server0) / 1000
+    faulted[variant] += serverFaults(variant) - faults0
   }
   for (let b = 0; b < batches; b++) {
     const rows = Array.from({ length: rowsPerFlush }, (_, i) => ({
@@ -184,14 +218,14 @@ for (let round = 0; round < rounds; round++) {
           ...row,
           id: source.nextId(sharding.shardForKey(row.userId)),
         }))
-        const em = plainOrm.em.fork()
+        const em = orms.given.em.fork()
         await measure('given', async () => {
           for (const row of given) em.create(Given, row)
           await em.flush()
         })
         continue
       }
-      const em = (variant === 'auto' ? plainOrm : shardedOrm).em.fork()
+      const em = orms[variant].em.fork()
       let made: { id?: unknown }[] = []
       await measure(variant, async () => {
         made =
@@ -211,6 +245,7 @@ for (let round = 0; round < rounds; round++) {
     rates[variant].push((batches * rowsPerFlush) / spent[variant])
     clientUs[variant].push(client[variant] / (batches * rowsPerFlush))
     serverUs[variant].push(server[variant] / (batches * rowsPerFlush))
+    faults[variant].push(faulted[variant] / batches)
   }
   for (const name of ['sharded', 'given'] as const) {
     ratios[name].push(rates[name].at(-1)! / rates.auto.at(-1)!)
@@ -219,7 +254,7 @@ for (let round = 0; round < rounds; round++) {
 
 const sizes: Record<string, Record<string, number>> = {}
 for (const variant of variants) {
-  const conn = (variant === 'sharded' ? shardedOrm : plainOrm).em.getConnection()
+  const conn = orms[variant].em.getConnection()
   const table = tables[variant]
   if (db === 'mysql') {
     await conn.execute(`ANALYZE TABLE ${table} PERSISTENT FOR ALL`)
@@ -274,7 +309,13 @@ console.log(
       ),
       clientUsPerRow: perRow(clientUs),
       clientCpuRatio: cpuRatios(clientUs),
-      ...(pids ? { serverUsPerRow: perRow(serverUs), serverCpuRatio: cpuRatios(serverUs) } : {}),
+      ...(pids
+        ? {
+            serverUsPerRow: perRow(serverUs),
+            serverCpuRatio: cpuRatios(serverUs),
+            serverFaultsPerInsert: perRow(faults),
+          }
+        : {}),
       idsAscendingAtCreate: `${ascending} of ${flushes}`,
       sizes,
     },
@@ -282,7 +323,6 @@ console.log(
     2,
   ),
 )
-await plainOrm.close(true)
-await shardedOrm.close(true)
+for (const orm of Object.values(orms)) await orm.close(true)
 source.close()
 await run(`DROP DATABASE IF EXISTS ${args.database}`)

@@ -42,7 +42,7 @@ export interface FlushPlan {
 export function planFlush(
   uow: UnitOfWork,
   placement: Placement,
-  issued: WeakMap<object, unknown>,
+  issued: { get(entity: object): unknown },
 ): FlushPlan {
   const pending: ChangeSet<Row>[] = []
   const moved: ChangeSet<Row>[] = []
@@ -61,7 +61,7 @@ export function planFlush(
     if (id === null || id === undefined) pending.push(changeSet)
     else if (issued.get(changeSet.entity) !== id) supplied.push(changeSet)
     else if (sharding) {
-      const shard = placement.shardOf(changeSet.entity, changeSet.meta)
+      const shard = placement.shardOf(changeSet.entity, changeSet.meta, key)
       if (shard !== sharding.shardOfId(id as bigint | string)) {
         refuseIfReferenced(changeSet, changeSets, sharding, shard)
         moved.push(changeSet)

@@ -24,8 +24,12 @@ export class Placement {
    * The logical shard of a new entity (or row) by its rule, as of now.
    * @throws MissingShardKeyError when the key, or the parent, is not set
    */
-  shardOf(entity: object, meta: EntityMetadata, visiting = new Set<object>()): number {
-    const key = shardedKeyOf(meta)
+  shardOf(
+    entity: object,
+    meta: EntityMetadata,
+    key = shardedKeyOf(meta),
+    visiting?: Set<object>,
+  ): number {
     if (!key) throw new ConfigurationError(`${meta.className} has no sharded primary key.`)
     const sharding = this.sharding
     if (!sharding) return 0
@@ -40,9 +44,11 @@ export class Placement {
       const pk = this.parentKey(fieldValue(row, ref as string, relation.name), relation.name, meta)
       return sharding.shardForKey(pk as bigint | number | string, rule.stringKeys)
     }
-    visiting.add(entity)
+    // The entities whose rules led here: a parent met again is a cycle.
+    const path = visiting ?? new Set<object>()
+    path.add(entity)
     const parent = typeof ref === 'function' ? ref(row) : fieldValue(row, ref, relation?.name)
-    return this.shardOfParent(parent, relation?.targetMeta, meta, String(ref), visiting)
+    return this.shardOfParent(parent, relation?.targetMeta, meta, String(ref), path)
   }
 
   /** A sharded parent's shard: read from its ID, or from its own rule while it has none. */
@@ -77,7 +83,7 @@ export class Placement {
     if (visiting.has(parent)) {
       throw new ConfigurationError(`The shard rules of ${meta.className} form a cycle.`)
     }
-    return this.shardOf(parent, related, visiting)
+    return this.shardOf(parent, related, parentKey, visiting)
   }
 
   /** The primary key of a `shardBy` relation's entity (or the key itself). */

@@ -30,6 +30,7 @@ import {
 } from '@shardflake/core'
 import { insertInIdOrder, insertInIdOrderByDefault } from './ascending-inserts'
 import { checkUpdate, databaseKeys, patchPayload, planFlush, rekey, ruleShard } from './flush'
+import { IssuedKeys } from './issued-keys'
 import { Placement } from './placement'
 import { checkShardedKeys } from './rules'
 import {
@@ -79,7 +80,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   readonly placement: Placement
   readonly #schemas: readonly string[]
   /** The keys `onCreate` gave out, by entity: checked against the rule again at flush. */
-  readonly #issued = new WeakMap<object, unknown>()
+  readonly #issued = new IssuedKeys()
   #registered = false
 
   /**
@@ -186,9 +187,10 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   ): bigint | string | undefined {
     if (!isSyncSource(this.source)) return undefined
     const meta = this.metaOf(entity, em, spec)
+    const key = shardedKeyOf(meta)
     let shard: number
     try {
-      shard = this.placement.shardOf(entity, meta)
+      shard = this.placement.shardOf(entity, meta, key)
     } catch (error) {
       // Not known yet (set after em.create()): onFlush assigns it or throws.
       if (error instanceof MissingShardKeyError) return undefined
@@ -198,7 +200,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     const column = shardColumnOf(spec.rule)
     const given = column ? (entity as Row)[column] : undefined
     if (given !== undefined && given !== null && Number(given) !== shard) return undefined
-    const id = inType(this.source.nextId(shard), idTypeOf(shardedKeyOf(meta)!.prop))
+    const id = inType(this.source.nextId(shard), idTypeOf(key!.prop))
     this.#issued.set(entity, id)
     return id
   }

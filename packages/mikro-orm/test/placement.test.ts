@@ -284,3 +284,42 @@ describe('sameShardAs through the foreign-key property or a function', () => {
     }
   })
 })
+
+describe('sameShardAs rules that lead back to the entity', () => {
+  /** Two new entities whose rules name each other, neither with an ID yet: no shard to read. */
+  const CycleA = defineEntity({
+    name: 'CycleA',
+    tableName: 'cycle_a',
+    properties: {
+      id: shardedId<{ partner: unknown }>({ sameShardAs: (row) => row.partner as object }),
+      partner: () => p.manyToOne(CycleB).nullable(),
+    },
+  })
+  const CycleB = defineEntity({
+    name: 'CycleB',
+    tableName: 'cycle_b',
+    properties: {
+      id: shardedId<{ partner: unknown }>({ sameShardAs: (row) => row.partner as object }),
+      partner: () => p.manyToOne(CycleA).nullable(),
+    },
+  })
+
+  it('refuses the flush with a ConfigurationError naming the cycle, writing nothing', async () => {
+    const orm = await openOrm(
+      'postgres',
+      raw.url,
+      [CycleA, CycleB],
+      [shardedIds({ source: async })],
+    )
+    try {
+      const em = orm.em.fork()
+      const a = em.create(CycleA, {})
+      const b = em.create(CycleB, { partner: a })
+      a.partner = b
+      await expect(em.flush()).rejects.toThrow(/form a cycle/)
+      expect(async.idsIssued).toBe(0)
+    } finally {
+      await orm.close(true)
+    }
+  })
+})
