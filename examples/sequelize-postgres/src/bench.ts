@@ -39,6 +39,7 @@ import { installPostgres, PostgresSource, type SqlClient } from '@shardflake/pos
 import { shardedIds } from '@shardflake/sequelize'
 import pg from 'pg'
 import { Sequelize } from 'sequelize'
+import { shuffled } from '../../../bench-charts/src/shuffle.ts'
 import { type Blog, defineBlog } from './models.ts'
 
 const flag = (name: string) =>
@@ -177,26 +178,6 @@ const results: Result[] = []
 const perRound: { workload: Workload; mode: Mode; values: number[] }[] = []
 let turn = 0
 
-/**
- * The order of the modes for one call: a shuffle drawn from `seed` (the same every run), so that
- * each mode follows every other equally often. A fixed cycle would always put the same mode right
- * after the switch from one database's connections to the other's.
- */
-function orderOf(seed: number): Mode[] {
-  const order = [...names]
-  let state = seed >>> 0
-  for (let i = order.length - 1; i > 0; i--) {
-    // mulberry32
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    const j = Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * (i + 1))
-    ;[order[i], order[j]] = [order[j]!, order[i]!]
-  }
-  return order
-}
-
 for (const workload of workloads) {
   const { calls, rows } = plan[workload]
   const throughput = new Map<Mode, number[]>(names.map((mode) => [mode, []]))
@@ -208,7 +189,7 @@ for (const workload of workloads) {
     for (let c = 0; c < calls; c++) {
       turn++
       // Every mode makes the same call back to back, in a shuffled order.
-      for (const mode of orderOf(turn)) {
+      for (const mode of shuffled(names, turn)) {
         const before = roundTrips
         const elapsed = await call(workload, modes[mode].blog)
         if (round === 0) continue // warm-up

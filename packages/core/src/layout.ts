@@ -101,6 +101,10 @@ export class Layout {
   readonly shifts: Readonly<Record<FieldName, bigint>>
   /** Time values (units since the epoch) from this one on cannot be generated: the field or bit 63 ran out. */
   readonly timeLimit: number
+  /** IDs below this (from 0) are read as they are: no sign to fold, no bit past the layout's. */
+  readonly #plainBelow: bigint
+  readonly #shardShift: bigint
+  readonly #shardMask: bigint
 
   /** @internal Use {@link defineLayout}. */
   constructor(options: LayoutOptions, internal: { allowEmptyShard?: boolean } = {}) {
@@ -130,6 +134,9 @@ export class Layout {
       o.usesSignBit && o.timeHoldsSignBit && !o.allowSignBit
         ? 2 ** (o.timeBits - 1)
         : 2 ** o.timeBits
+    this.#plainBelow = 1n << BigInt(Math.min(o.totalBits, 63))
+    this.#shardShift = o.shifts.shard
+    this.#shardMask = (1n << BigInt(o.shardBits)) - 1n
     Object.freeze(this)
   }
 
@@ -175,6 +182,11 @@ export class Layout {
 
   /** The logical shard of an ID: route a child row to its parent's shard with it. */
   shardOf(id: IdInput): number {
+    // The common case, a bigint ID of this layout, without the conversions `parse` makes: every
+    // router reads the shard of every row it writes.
+    if (typeof id === 'bigint' && id >= 0n && id < this.#plainBelow) {
+      return Number((id >> this.#shardShift) & this.#shardMask)
+    }
     return Number(this.field(toUnsigned64(this.parse(id)), 'shard', this.shardBits))
   }
 

@@ -129,7 +129,9 @@ export class Sharding {
    * @throws ShardOutOfRangeError when the ID's shard is not one of the logical shards.
    */
   shardOfId(id: IdInput): number {
-    return this.checkShard(this.layout.shardOf(id), `ID ${String(id)}`)
+    const shard = this.layout.shardOf(id)
+    // The message names the ID: spelled out only when it is needed.
+    return shard < this.logicalShards ? shard : this.checkShard(shard, `ID ${String(id)}`)
   }
 
   /**

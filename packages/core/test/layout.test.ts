@@ -185,6 +185,40 @@ describe('compose and decompose', () => {
     expect(shardOfUntyped(1387263000905)).toBe(instagram.shardOf(1387263000905n))
     expect(() => shardOfUntyped(2 ** 60)).toThrow(UnsafeNumberError)
   })
+
+  it('reads the shard decompose reads, and refuses what it refuses, for any 64-bit value (property)', () => {
+    const narrow = defineLayout({ ...base, timeBits: 27 }) // 50 bits
+    const shardFirst = defineLayout({
+      ...base,
+      timeBits: 41,
+      shardBits: 13,
+      sequenceBits: 10,
+      order: ['shard', 'time', 'worker', 'sequence'],
+      allowSignBit: true,
+    })
+    const outcome = (read: () => number) => {
+      try {
+        return read()
+      } catch (error) {
+        return (error as Error).constructor.name
+      }
+    }
+    const edges = [0n, 1n, 2n ** 50n - 1n, 2n ** 50n, 2n ** 63n - 1n, 2n ** 63n, 2n ** 64n - 1n]
+    const values = fc.oneof(
+      fc.bigInt({ min: -(2n ** 63n) - 2n, max: 2n ** 64n + 2n }),
+      fc.constantFrom(...edges, ...edges.map((edge) => -edge)),
+    )
+    for (const layout of [instagram, twitter, narrow, shardFirst]) {
+      fc.assert(
+        fc.property(values, (value) => {
+          const expected = outcome(() => layout.decompose(value).shard)
+          expect(outcome(() => layout.shardOf(value))).toBe(expected)
+          expect(outcome(() => layout.shardOf(value.toString()))).toBe(expected)
+        }),
+        { numRuns: 2000 },
+      )
+    }
+  })
 })
 
 describe('idRange', () => {

@@ -96,6 +96,20 @@ interface Home {
 const homeOfDialect = new WeakMap<object, Home>()
 /** Dialects whose `buildInsertQuery` carries the home check. */
 const CHECKED = Symbol.for('@shardflake/drizzle:home-check')
+/** Rows of one write, their IDs, in order, the shard read from each ID, and those shards once each. */
+interface PlacedRows {
+  readonly rows: Row[]
+  readonly ids: unknown[]
+  readonly shards: number[]
+  readonly distinct: number[]
+}
+
+/**
+ * The rows {@link ShardedDatabases.insert} placed, by the `values` of the INSERT it built for a
+ * server (what that INSERT's `buildInsertQuery` gets): its home check takes a row's shard from
+ * here instead of reading it from the ID again, when the row still carries the same ID.
+ */
+const placedRows = new WeakMap<object, PlacedRows>()
 /** The sharded-ID column of a table, by its key, or `null` for a table without one. */
 const keyOfTable = new WeakMap<Table, { key: string; column: Column } | null>()
 /** Drizzle 0.45 maps every value of `.values()` to a `Param`; 1.0 keeps the values as given. */
@@ -208,15 +222,19 @@ export class ShardedDatabases<D extends object> {
     if (list.length === 0) return rows
     await this.ids.assign(table, list as never[], context)
     const { key } = sharded
-    const groups = await this.homes.writeGroups(
-      list,
-      (row) => this.sharding.shardOfId(row[key] as IdInput),
-      context?.signal,
-    )
+    const placed = placeRows(list, key, this.sharding)
+    // Where each of the write's shards lives (waiting while one is being moved); then its rows.
+    const homesOf = await this.homes.writeGroups(placed.distinct, (shard) => shard, context?.signal)
+    const groups = homesOf.size === 1 ? [placed] : splitByServer(placed, homesOf)
+    const handles = [...homesOf.values()].map(({ handle }) => handle)
     const settled = await Promise.allSettled(
-      [...groups.values()].map(({ handle, items }) =>
-        insertHost(handle).insert(table).values(items),
-      ),
+      groups.map((group, at) => {
+        const insert = insertHost(handles[at]!).insert(table).values(group.rows)
+        // One row's shard is read again by the check: cheaper than handing it over.
+        const values = group.rows.length > 1 ? valuesOf(insert) : undefined
+        if (values) placedRows.set(values, group)
+        return insert
+      }),
     )
     const failed = settled.find((result) => result.status === 'rejected')
     if (failed) throw failed.reason
@@ -437,13 +455,22 @@ function checkHomes(dialect: object & InsertBuilder): void {
   }
 }
 
-/** `config` with the IDs its `$defaultFn` makes filled in, after checking every row's home. */
+/**
+ * `config` with the IDs its `$defaultFn` makes filled in, after checking every row's home. When
+ * these are the rows the router placed, each still carrying the ID it was placed by, the shards
+ * the router read from those IDs are checked; otherwise each row's shard is read from its ID here.
+ */
 function checkedInsert(home: Home, config: InsertConfig): InsertConfig {
   if (config.select || !Array.isArray(config.values)) return config
   const sharded = shardedKeyOf(config.table)
   if (!sharded) return config
   const { key, column } = sharded
   const { homes, server } = home
+  const placed = placedRows.get(config.values)
+  if (placed && carriesPlacedIds(config.values, key, placed)) {
+    for (const shard of placed.distinct) homes.checkHome(server, shard)
+    return config
+  }
   let filled: Row[] | undefined
   const checked = new Set<number>()
   config.values.forEach((row: Row, index) => {
@@ -464,6 +491,62 @@ function checkedInsert(home: Home, config: InsertConfig): InsertConfig {
     checked.add(shard)
   })
   return filled ? { ...config, values: filled } : config
+}
+
+/** Whether every row of `values` carries, as its key, the ID the router read its shard from. */
+function carriesPlacedIds(values: readonly Row[], key: string, placed: PlacedRows): boolean {
+  if (values.length !== placed.ids.length) return false
+  for (let index = 0; index < values.length; index++) {
+    let value: unknown = values[index]![key]
+    if (is(value, Param)) value = value.value
+    if (value !== placed.ids[index]) return false
+  }
+  return true
+}
+
+/** `rows` with the shard of each one's ID, read once. */
+function placeRows(rows: Row[], key: string, sharding: Sharding): PlacedRows {
+  const ids: unknown[] = new Array(rows.length)
+  const shards: number[] = new Array(rows.length)
+  const distinct = new Set<number>()
+  rows.forEach((row, index) => {
+    const id = row[key]
+    const shard = sharding.shardOfId(id as IdInput)
+    ids[index] = id
+    shards[index] = shard
+    distinct.add(shard)
+  })
+  return { rows, ids, shards, distinct: [...distinct] }
+}
+
+/** The rows of each server, in the order of `homesOf` (core's `writeGroups` of the shards). */
+function splitByServer(
+  placed: PlacedRows,
+  homesOf: ReadonlyMap<string, { readonly items: readonly number[] }>,
+): PlacedRows[] {
+  const groups = [...homesOf.values()].map(
+    ({ items }): PlacedRows => ({ rows: [], ids: [], shards: [], distinct: [...items] }),
+  )
+  const groupOf = new Map<number, PlacedRows>()
+  groups.forEach((group) => {
+    for (const shard of group.distinct) groupOf.set(shard, group)
+  })
+  placed.rows.forEach((row, index) => {
+    const shard = placed.shards[index]!
+    const group = groupOf.get(shard)!
+    group.rows.push(row)
+    group.ids.push(placed.ids[index])
+    group.shards.push(shard)
+  })
+  return groups
+}
+
+/** The `values` array a Drizzle INSERT builder hands its dialect's `buildInsertQuery`, if it shows one. */
+function valuesOf(insert: object): object | undefined {
+  const config: unknown = Reflect.get(insert, 'config')
+  if (typeof config !== 'object' || config === null) return undefined
+  const values: unknown = Reflect.get(config, 'values')
+  return Array.isArray(values) ? values : undefined
 }
 
 /** The sharded-ID column of a table (made with `shardedId()`), or `undefined`. */

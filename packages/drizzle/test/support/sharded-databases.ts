@@ -11,7 +11,7 @@ import {
   type RawDatabase,
   testSharding,
 } from '@shardflake/conformance'
-import { InProcessSource, ShardHomes, ShardMap } from '@shardflake/core'
+import { InProcessSource, ShardHomes, ShardMap, type WriteGroup } from '@shardflake/core'
 import { type Column, desc, eq, type Logger } from 'drizzle-orm'
 import { bigint as mysqlBigint, mysqlTable, varchar } from 'drizzle-orm/mysql-core'
 import { drizzle as mysqlDrizzle } from 'drizzle-orm/mysql2'
@@ -250,6 +250,68 @@ export function describeShardedDatabases(tag: string, dialect: Dialect): void {
       expect(code).toBe('WRONG_SERVER')
       expect(await idsOn('a', 'keyed')).not.toContain(String(home.id))
       expect(await idsOn('b', 'keyed')).not.toContain(String(foreign.id))
+    })
+
+    /**
+     * Runs `run` while the router's `homes.writeGroups` answers with what `regroup` makes of its
+     * answer (called once it has answered), then restores it.
+     */
+    async function whileGrouping<R>(
+      regroup: <T>(
+        groups: Map<string, WriteGroup<object, T>>,
+        items: readonly T[],
+      ) => Map<string, WriteGroup<object, T>>,
+      run: () => Promise<R>,
+    ): Promise<R> {
+      const writeGroups = homes.writeGroups.bind(homes)
+      homes.writeGroups = async <T>(
+        items: readonly T[],
+        shardOf: (item: T) => number,
+        signal?: AbortSignal,
+      ) => regroup(await writeGroups(items, shardOf, signal), items)
+      try {
+        return await run()
+      } finally {
+        Reflect.deleteProperty(homes, 'writeGroups')
+      }
+    }
+
+    it('checks a routed row by the ID it carries when that changed after the router placed it', async () => {
+      const foreign = await assignOne({ shardKey: '40' })
+      let placed = false
+      let id: unknown
+      const changing: Row = { shardKey: '5' }
+      Object.defineProperty(changing, 'id', {
+        enumerable: true,
+        get: () => (placed ? foreign.id : id),
+        set: (value: unknown) => {
+          id = value
+        },
+      })
+      const before = { a: await count('a', 'keyed'), b: await count('b', 'keyed') }
+      const code = await codeOf(() =>
+        whileGrouping(
+          (groups) => {
+            placed = true
+            return groups
+          },
+          () => insertMany([{ shardKey: '3' }, changing]),
+        ),
+      )
+      expect(code).toBe('WRONG_SERVER')
+      expect({ a: await count('a', 'keyed'), b: await count('b', 'keyed') }).toEqual(before)
+    })
+
+    it('refuses routed rows handed to a server that is not their home (a wrong grouping), and writes nothing', async () => {
+      const before = { a: await count('a', 'keyed'), b: await count('b', 'keyed') }
+      const code = await codeOf(() =>
+        whileGrouping(
+          (_groups, items) => new Map([['a', { handle: dbs.a!, items: [...items] }]]),
+          () => insertMany([{ shardKey: '3' }, { shardKey: '40' }, { shardKey: '4' }]),
+        ),
+      )
+      expect(code).toBe('WRONG_SERVER')
+      expect({ a: await count('a', 'keyed'), b: await count('b', 'keyed') }).toEqual(before)
     })
 
     it('routes the same databases by new homes once routed again', async () => {
