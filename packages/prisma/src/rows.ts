@@ -14,6 +14,12 @@ export interface NewRow {
   id?: bigint
   /** True when the caller gave the ID: it is checked against the rule, and children follow it. */
   given?: boolean
+  /**
+   * True when `shard` is known to be the shard of the ID and the one the rule gives: the router
+   * read it back from an ID it made, or a server's hook took it from the router (a row with the
+   * same ID and key).
+   */
+  verified?: boolean
 }
 
 /**
