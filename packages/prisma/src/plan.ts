@@ -21,8 +21,10 @@ import { adoptRouted } from './routed-rows'
 import {
   type ExistingRow,
   type KeyChange,
+  linkRow,
   lookup,
   type NewRow,
+  NO_LINKS,
   type Question,
   type Row,
   shardOf,
@@ -115,7 +117,8 @@ export class IdPlan {
     let ascending = true
     for (let i = 1; i < rows.length && ascending; i++) ascending = rows[i - 1]!.id! < rows[i]!.id!
     if (ascending) return undefined
-    const order = rows.map((_, i) => i).sort((a, b) => (rows[a]!.id! < rows[b]!.id! ? -1 : 1))
+    const ids = rows.map((row) => row.id!)
+    const order = rows.map((_, i) => i).sort((a, b) => (ids[a]! < ids[b]! ? -1 : 1))
     return { sorted: order.map((i) => data[i]), rows: order.map((i) => rows[i]!) }
   }
 
@@ -338,7 +341,8 @@ export class IdPlan {
       const meta = this.models[relation.model]!
       const created = this.rows.find((other) => other.data === choice.create)
       const data = isObject(choice.create) ? choice.create : {}
-      row.links.set(
+      linkRow(
+        row,
         name,
         created ?? { kind: 'new', model: relation.model, meta, data, links: new Map() },
       )
@@ -377,8 +381,10 @@ export class IdPlan {
   ) {
     const meta = this.models[model]
     if (!meta || !isObject(data)) return []
-    const row: NewRow = { kind: 'new', model, meta, data, links: new Map() }
-    if (parent) row.links.set(parent.field, parent.row)
+    // A createMany row (no nested walk, no parent) shares the empty map until it links a parent.
+    const links = nested || parent ? new Map<string, Row>() : NO_LINKS
+    const row: NewRow = { kind: 'new', model, meta, data, links }
+    if (parent) links.set(parent.field, parent.row)
     checkNumbers(this.models, model, meta, data)
     if (meta.id !== undefined) {
       const given = data[meta.id]
@@ -440,7 +446,7 @@ export class IdPlan {
       const parent = back === undefined ? undefined : { field: back, row }
       const child = (value: unknown) => {
         for (const created of this.create(relation.model, value, parent)) {
-          if (holdsKey) row.links.set(field, created)
+          if (holdsKey) linkRow(row, field, created)
         }
       }
       list(write.create).forEach(child)
