@@ -7,27 +7,17 @@
 import { PrismaPg } from '@prisma/adapter-pg'
 import { blogSchemaSql, type HomeServers, startHomeServers } from '@shardflake/conformance'
 import {
-  defineSharding,
   InProcessSource,
-  instagram,
   MisplacedIdError,
   ShardHomes,
   Sharding,
-  ShardMap,
   WrongServerError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { PrismaClient } from '../generated/pg/client/client'
 import { shardedIds } from '../generated/pg/shardflake'
 import { type ShardedClients, shardedClients } from '../src'
-
-const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
-const map = new ShardMap(sharding, [
-  { from: 0, to: 20, target: 'a' },
-  { from: 21, to: 41, target: 'b' },
-  { from: 42, to: 63, target: 'c' },
-])
-const homeOf = (shard: number) => map.targetFor(shard)
+import { closeHomes, homeOf, map, sharding } from './support/homes'
 
 /** A key of shard 1 (server a) that an extension before `shardedIds` turns into '105' (shard 41, b). */
 const REKEYED = '65'
@@ -43,42 +33,31 @@ const rows = (data: KeyedArgs) => (Array.isArray(data) ? data : data ? [data] : 
  * filling a tenant key would), `shardedIds`, and one that changes an ID after it.
  */
 function serverClient(url: string, source: InProcessSource) {
-  const rekey = (data: KeyedArgs) => {
-    for (const row of rows(data)) if (row.shardKey === REKEYED) row.shardKey = '105'
+  const rekey = (row: KeyedData) => {
+    if (row.shardKey === REKEYED) row.shardKey = '105'
   }
-  const reid = (data: KeyedArgs) => {
-    for (const row of rows(data)) if (row.shardKey === REIDED) row.id = String(source.nextId(50))
+  const reid = (row: KeyedData) => {
+    if (row.shardKey === REIDED) row.id = String(source.nextId(50))
   }
   return new PrismaClient({ adapter: new PrismaPg({ connectionString: url, max: 2 }) })
-    .$extends({
-      query: {
-        keyed: {
-          create: ({ args, query }) => {
-            rekey(args.data)
-            return query(args)
-          },
-          createMany: ({ args, query }) => {
-            rekey(args.data)
-            return query(args)
-          },
-        },
-      },
-    })
+    .$extends(onKeyedWrites(rekey))
     .$extends(shardedIds({ source }))
-    .$extends({
-      query: {
-        keyed: {
-          create: ({ args, query }) => {
-            reid(args.data)
-            return query(args)
-          },
-          createMany: ({ args, query }) => {
-            reid(args.data)
-            return query(args)
-          },
-        },
-      },
-    })
+    .$extends(onKeyedWrites(reid))
+}
+
+/** A query extension that runs `change` on every row a `keyed` create or createMany writes. */
+function onKeyedWrites(change: (row: KeyedData) => void) {
+  const hook = <A extends { data?: KeyedArgs }, R>({
+    args,
+    query,
+  }: {
+    args: A
+    query: (args: A) => R
+  }) => {
+    for (const row of rows(args.data)) change(row)
+    return query(args)
+  }
+  return { query: { keyed: { create: hook, createMany: hook } } }
 }
 type ServerClient = ReturnType<typeof serverClient>
 
@@ -101,12 +80,7 @@ describe('shardedClients places a row once (Prisma, PostgreSQL)', () => {
     db = shardedClients({ homes })
   }, 120_000)
 
-  afterAll(async () => {
-    await homes?.close()
-    for (const name of homes?.serverNames ?? []) await homes.handleOf(name).$disconnect()
-    source?.close()
-    await servers?.close()
-  })
+  afterAll(() => closeHomes(homes, source, servers))
 
   /** The shard keys on each server (raw SQL). */
   const keysOn = async (server: string) =>
