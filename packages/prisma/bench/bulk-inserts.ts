@@ -14,8 +14,9 @@
  * spent in its own `createMany` calls; a round's ratio is the table's ÷ the AUTO_INCREMENT table's.
  * Reported: the median ratio and the smallest and largest round's, and per variant this process's
  * CPU time per row (`process.cpuUsage`: Prisma's query compiler runs here) and, on PostgreSQL, the
- * CPU time per row of the client's one connection's server process (`/proc/<pid>/schedstat`: run
- * it on the database's machine). `--variants auto,sharded,given,given-string,auto-return,sharded-return`
+ * CPU time per row of the variant's server process (each variant has its own client and one
+ * connection, warmed by one untimed call of the timed size; `/proc/<pid>/schedstat`: run it on the
+ * database's machine). `--variants auto,sharded,given,given-string,auto-return,sharded-return`
  * adds the keys as decimal strings and `createManyAndReturn` (PostgreSQL). Sizes after the last round:
  * InnoDB leaf pages of the clustered index (after ANALYZE TABLE), or `pg_relation_size` of the
  * primary key index (after VACUUM ANALYZE).
@@ -152,8 +153,6 @@ function adapter() {
   })
 }
 const source = new InProcessSource({ sharding, shards: 'all' })
-const plain = new PrismaClient({ adapter: adapter() })
-const sharded = new PrismaClient({ adapter: adapter() }).$extends(shardedIds({ source }))
 
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -185,27 +184,56 @@ const tables: Record<Variant, string> = {
   'auto-return': 'bulk_auto',
   'sharded-return': 'bulk_sharded',
 }
-// Untimed: each client opens its connection on its first query.
-await plain.bulkAuto.createMany({ data: [{ userId: 1n, title: 'warm-up' }] })
-await plain.bulkGiven.createMany({ data: [{ id: 1n, userId: 1n, title: 'warm-up' }] })
-await sharded.bulkSharded.createMany({ data: [{ userId: 1n, title: 'warm-up' }] })
+// Each variant has its own client and connection (its own server process): a server process
+// that ran large statements before pays less CPU per INSERT than a fresh one, so no variant's
+// process may have run more of them than another's. Untimed: each client opens its connection
+// and sends one call of the timed size first (then the tables are emptied every round).
+const clients = Object.fromEntries(
+  variants.map((v) => {
+    const client = new PrismaClient({ adapter: adapter() })
+    return [v, v.startsWith('sharded') ? client.$extends(shardedIds({ source })) : client]
+  }),
+) as Record<Variant, Client>
+const delegateOf = (variant: Variant) =>
+  variant.startsWith('auto')
+    ? clients[variant].bulkAuto
+    : variant.startsWith('given')
+      ? clients[variant].bulkGiven
+      : clients[variant].bulkSharded
+/** The rows of one call: the same for every variant, IDs made beforehand for `given`. */
+function dataFor(variant: Variant, rows: readonly Row[]): Row[] {
+  let data = rows.map((row) => ({ ...row }))
+  if (variant === 'given' || variant === 'given-string') {
+    // Made before the timed call and sorted by ID, as the extension sends them.
+    data = data
+      .map((row) => ({ ...row, id: source.nextId(sharding.shardForKey(row.userId)) }))
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+    // A decimal string for a BigInt field: what the extension hands Prisma for createMany.
+    if (variant === 'given-string') data = data.map((row) => ({ ...row, id: String(row.id) }))
+  }
+  return data
+}
+const warmRows: Row[] = Array.from({ length: rowsPerCall }, (_, i) => ({
+  userId: BigInt(i),
+  title: `warm-up ${i}`,
+}))
+for (const variant of variants) {
+  const data = dataFor(variant, warmRows)
+  if (variant.endsWith('-return')) await delegateOf(variant).createManyAndReturn({ data })
+  else await delegateOf(variant).createMany({ data })
+}
 /** Server CPU time (ns) of each client's one connection (PostgreSQL: `/proc/<pid>/schedstat`). */
-const pids =
-  db === 'postgres'
-    ? {
-        plain: Number((await plain.$queryRawUnsafe('SELECT pg_backend_pid() AS pid'))[0]!.pid),
-        sharded: Number((await sharded.$queryRawUnsafe('SELECT pg_backend_pid() AS pid'))[0]!.pid),
-      }
-    : undefined
+const pids: Partial<Record<Variant, number>> = {}
+if (db === 'postgres') {
+  for (const variant of variants) {
+    const [row] = await clients[variant].$queryRawUnsafe('SELECT pg_backend_pid() AS pid')
+    pids[variant] = Number(row!.pid)
+  }
+}
 const serverNs = (variant: Variant) =>
-  pids
-    ? Number(
-        readFileSync(
-          `/proc/${variant.startsWith('sharded') ? pids.sharded : pids.plain}/schedstat`,
-          'utf8',
-        ).split(' ')[0],
-      )
-    : 0
+  pids[variant] === undefined
+    ? 0
+    : Number(readFileSync(`/proc/${pids[variant]}/schedstat`, 'utf8').split(' ')[0])
 const rates = Object.fromEntries(variants.map((v) => [v, [] as number[]])) as Record<
   Variant,
   number[]
@@ -231,22 +259,8 @@ for (let round = 0; round < rounds; round++) {
     }))
     const shift = (round + b) % variants.length
     for (const variant of [...variants.slice(shift), ...variants.slice(0, shift)]) {
-      let data = rows.map((row) => ({ ...row }))
-      if (variant === 'given' || variant === 'given-string') {
-        // Made before the timed call and sorted by ID, as the extension sends them.
-        data = data
-          .map((row) => ({ ...row, id: source.nextId(sharding.shardForKey(row.userId)) }))
-          .sort((a, b) => (a.id < b.id ? -1 : 1))
-        // A decimal string for a BigInt field: what the extension hands Prisma for createMany.
-        if (variant === 'given-string') {
-          data = data.map((row) => ({ ...row, id: String(row.id) }))
-        }
-      }
-      const delegate = variant.startsWith('auto')
-        ? plain.bulkAuto
-        : variant.startsWith('given')
-          ? plain.bulkGiven
-          : sharded.bulkSharded
+      const data = dataFor(variant, rows)
+      const delegate = delegateOf(variant)
       const server0 = serverNs(variant)
       const cpu0 = process.cpuUsage()
       const start = process.hrtime.bigint()
@@ -322,7 +336,7 @@ console.log(
         Object.entries(clientUs).map(([name, list]) => [name, Number(median(list).toFixed(2))]),
       ),
       clientCpuRatio: cpuRatios(clientUs),
-      ...(pids
+      ...(db === 'postgres'
         ? {
             serverUsPerRow: Object.fromEntries(
               Object.entries(serverUs).map(([name, list]) => [
@@ -339,7 +353,6 @@ console.log(
     2,
   ),
 )
-await plain.$disconnect()
-await sharded.$disconnect()
+for (const client of Object.values(clients)) await client.$disconnect()
 source.close()
 await run(`DROP DATABASE IF EXISTS ${args.database}`)

@@ -7,6 +7,8 @@ import {
 } from '@shardflake/core'
 import { checkModels, type ModelMetadata, type ShardedModels } from './metadata'
 import { type FindField, IdPlan } from './plan'
+import { leaveHomeNote } from './routed-rows'
+import type { NewRow } from './rows'
 
 /** The one delegate method the extension calls to read a parent's ID. */
 interface FindUnique {
@@ -46,13 +48,30 @@ function isFindUnique(value: unknown): value is FindUnique {
   )
 }
 
+/**
+ * Tells the router's home check, when it runs after this hook, the shards of the rows the router
+ * placed (`rows`, in the order it meets them), with their IDs as passed on (`field` of each
+ * row's data when given, else the ID).
+ */
+function leaveNote(request: object, rows: readonly NewRow[], field?: string) {
+  if (rows.length === 0 || !rows.every((row) => row.verified)) return
+  leaveHomeNote(request, {
+    ids: rows.map((row) => (field === undefined ? row.id : row.data[field])),
+    shards: rows.map((row) => row.shard!),
+  })
+}
+
 /** What Prisma passes a query hook, as far as the extension reads it. */
 interface QueryHookParams<A, R> {
   model: string
   operation: string
   args: A
   query: (args: A) => PromiseLike<R>
-  /** Prisma's request, not in its public types: read only to know whether a transaction runs. */
+  /**
+   * Prisma's request, not in its public types, which every query hook of one query is handed:
+   * read to know whether a transaction runs, and as the key of what this hook tells the router's
+   * home check after it (without it, the home check reads every ID itself).
+   */
   __internalParams?: { transaction?: unknown }
 }
 
@@ -210,9 +229,14 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
     const fill = async <A, R>(params: QueryHookParams<A, R>) => {
       const { model, operation, args, query } = params
       const plan = new IdPlan(models).operation(model, operation, args)
-      const inTransaction = params.__internalParams?.transaction !== undefined
-      if (!plan.empty) await plan.assign(source, find, inTransaction)
-      if (operation !== 'createMany' && operation !== 'createManyAndReturn') return query(args)
+      if (source.sharding) plan.adoptRouted(source.sharding)
+      const request = params.__internalParams
+      if (!plan.empty) await plan.assign(source, find, request?.transaction !== undefined)
+      const many = operation === 'createMany' || operation === 'createManyAndReturn'
+      if (!many) {
+        if (typeof request === 'object') leaveNote(request, plan.placedRows())
+        return query(args)
+      }
       // Rows in ID order: the INSERT appends to the primary key's B-tree instead of splitting
       // its pages (rows of interleaved shards leave InnoDB leaf pages about half full).
       const field = models[model ?? '']?.id
@@ -222,6 +246,10 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
           ? plan.sortedById(data)
           : undefined
       plan.writeIdsAsText()
+      if (typeof request === 'object') {
+        const rows = sorted?.rows ?? (Array.isArray(data) ? plan.rowsOfData(data) : undefined)
+        if (rows) leaveNote(request, rows, field)
+      }
       if (!sorted) return query(args)
       ;(args as Record<string, unknown>).data = sorted.sorted
       const result = await query(args)

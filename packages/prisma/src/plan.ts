@@ -17,11 +17,14 @@ import {
   toBigInt,
 } from '@shardflake/core'
 import type { ModelMetadata, ShardedModels } from './metadata'
+import { adoptRouted } from './routed-rows'
 import {
   type ExistingRow,
   type KeyChange,
+  linkRow,
   lookup,
   type NewRow,
+  NO_LINKS,
   type Question,
   type Row,
   shardOf,
@@ -87,31 +90,66 @@ export class IdPlan {
     return out
   }
 
+  /** The collected new rows, in the order the walk met them (a `createMany`'s: its `data`'s). */
+  placedRows(): readonly NewRow[] {
+    return this.rows
+  }
+
+  /**
+   * Takes the placement of rows the router placed and handed this client with their IDs (see
+   * `routed-rows.ts`): those IDs need no check against their rules.
+   */
+  adoptRouted(sharding: Sharding): this {
+    adoptRouted(sharding, this.rows)
+    return this
+  }
+
   /**
    * The rows of a `createMany` / `createManyAndReturn` `data` list sorted by ID, when every row
    * has one and they are not in that order already; else `undefined`. A multi-row INSERT in ID
    * order appends to the primary key's B-tree (InnoDB clusters rows by it) instead of splitting
    * pages in the middle, as rows of interleaved shards do.
    */
-  sortedById(data: unknown): { sorted: unknown[]; ids: bigint[] } | undefined {
+  sortedById(data: unknown): { sorted: unknown[]; rows: NewRow[] } | undefined {
     if (!Array.isArray(data) || data.length < 2) return undefined
-    const idOf = new Map<unknown, bigint>()
-    for (const row of this.rows) if (row.id !== undefined) idOf.set(row.data, row.id)
-    const ids: bigint[] = []
+    const rows = this.rowsOfData(data)
+    if (!rows) return undefined
+    let ascending = true
+    for (let i = 1; i < rows.length && ascending; i++) ascending = rows[i - 1]!.id! < rows[i]!.id!
+    if (ascending) return undefined
+    const ids = rows.map((row) => row.id!)
+    const order = rows.map((_, i) => i).sort((a, b) => (ids[a]! < ids[b]! ? -1 : 1))
+    return { sorted: order.map((i) => data[i]), rows: order.map((i) => rows[i]!) }
+  }
+
+  /**
+   * The collected row of each item of a `createMany` `data` list, when every item is one with an
+   * ID; else `undefined`.
+   */
+  rowsOfData(data: readonly unknown[]): NewRow[] | undefined {
+    const rows = this.rows
+    let aligned = rows.length === data.length
+    for (let i = 0; i < data.length && aligned; i++) aligned = rows[i]!.data === data[i]
+    if (aligned) return rows.every((row) => row.id !== undefined) ? rows : undefined
+    const byData = new Map<unknown, NewRow>()
+    for (const row of rows) if (row.id !== undefined) byData.set(row.data, row)
+    const found: NewRow[] = []
     for (const item of data) {
-      const id = idOf.get(item)
-      if (id === undefined) return undefined
-      ids.push(id)
+      const row = byData.get(item)
+      if (!row) return undefined
+      found.push(row)
     }
-    if (ids.every((id, i) => i === 0 || ids[i - 1]! < id)) return undefined
-    const order = ids.map((_, i) => i).sort((a, b) => (ids[a]! < ids[b]! ? -1 : 1))
-    return { sorted: order.map((i) => data[i]), ids: order.map((i) => ids[i]!) }
+    return found
   }
 
   /** True when no collected row needs an ID, and nothing the caller gave needs a check. */
   get empty(): boolean {
     return (
-      this.rows.every((row) => row.id !== undefined && !row.given) &&
+      this.rows.every(
+        (row) =>
+          row.id !== undefined &&
+          (!row.given || (row.verified === true && !row.meta.rule?.shardColumn)),
+      ) &&
       this.keyChanges.length === 0 &&
       this.columnChanges.length === 0
     )
@@ -229,7 +267,8 @@ export class IdPlan {
     }
     if (questions.length > 0) return questions
     for (const row of this.rows) {
-      if (!row.given) continue
+      // A row the router placed by the key it still holds is on that key's shard already.
+      if (!row.given || row.verified) continue
       const shard = ruleShard(row, sharding)
       if (typeof shard === 'object') ask(shard)
       else checkSuppliedId(sharding, row.id, shard, describeRow(row))
@@ -302,7 +341,8 @@ export class IdPlan {
       const meta = this.models[relation.model]!
       const created = this.rows.find((other) => other.data === choice.create)
       const data = isObject(choice.create) ? choice.create : {}
-      row.links.set(
+      linkRow(
+        row,
         name,
         created ?? { kind: 'new', model: relation.model, meta, data, links: new Map() },
       )
@@ -341,8 +381,10 @@ export class IdPlan {
   ) {
     const meta = this.models[model]
     if (!meta || !isObject(data)) return []
-    const row: NewRow = { kind: 'new', model, meta, data, links: new Map() }
-    if (parent) row.links.set(parent.field, parent.row)
+    // A createMany row (no nested walk, no parent) shares the empty map until it links a parent.
+    const links = nested || parent ? new Map<string, Row>() : NO_LINKS
+    const row: NewRow = { kind: 'new', model, meta, data, links }
+    if (parent) links.set(parent.field, parent.row)
     checkNumbers(this.models, model, meta, data)
     if (meta.id !== undefined) {
       const given = data[meta.id]
@@ -404,7 +446,7 @@ export class IdPlan {
       const parent = back === undefined ? undefined : { field: back, row }
       const child = (value: unknown) => {
         for (const created of this.create(relation.model, value, parent)) {
-          if (holdsKey) row.links.set(field, created)
+          if (holdsKey) linkRow(row, field, created)
         }
       }
       list(write.create).forEach(child)

@@ -8,12 +8,21 @@ export interface NewRow {
   readonly model: string
   readonly meta: ModelMetadata
   readonly data: Data
-  /** Rows a foreign key of this row points to, by relation field (parent, nested-created parent). */
-  readonly links: Map<string, Row>
+  /**
+   * Rows a foreign key of this row points to, by relation field (parent, nested-created parent).
+   * Add to it with {@link linkRow} only: rows of a `createMany` share {@link NO_LINKS}.
+   */
+  links: Map<string, Row>
   shard?: number
   id?: bigint
   /** True when the caller gave the ID: it is checked against the rule, and children follow it. */
   given?: boolean
+  /**
+   * True when `shard` is known to be the shard of the ID and the one the rule gives: the router
+   * read it back from an ID it made, or a server's hook took it from the router (a row with the
+   * same ID and key).
+   */
+  verified?: boolean
 }
 
 /**
@@ -45,6 +54,15 @@ export interface ExistingRow {
 }
 
 export type Row = NewRow | ExistingRow
+
+/** The links of a new row that has none yet, shared: {@link linkRow} replaces it before adding. */
+export const NO_LINKS: Map<string, Row> = new Map()
+
+/** Links `row`'s relation field `name` to `target`. */
+export function linkRow(row: Row, name: string, target: Row): void {
+  if (row.kind === 'new' && row.links === NO_LINKS) row.links = new Map()
+  row.links.set(name, target)
+}
 
 /**
  * A value only the database knows: which row a `where` names (an existing row, a `connect`), or

@@ -15,6 +15,8 @@ import {
 } from '@shardflake/core'
 import type { ModelMetadata, ShardedModels } from './metadata'
 import { type FindField, IdPlan } from './plan'
+import { markRouted, notedShards, routedShard } from './routed-rows'
+import type { NewRow } from './rows'
 import { type Data, isObject, isScalar, list } from './walk'
 
 /** What a server's client must be: a Prisma client extended with `shardedIds`. */
@@ -226,16 +228,29 @@ export function shardedClients<C extends ShardedIdsHost>(
     return meta as ModelMetadata & { id: string }
   }
 
-  /** Gives every new row its ID, and returns them with their shards and the one server. */
+  /** Gives every new row its ID; returns the rows, in the order the server's hook will see them. */
   const place = async (model: string, operation: string, args: Data) => {
     const plan = new IdPlan(allModels).operation(model, operation, args)
     await plan.assign(idSource, findEverywhere)
-    return plan.newRows()
+    return plan.placedRows()
+  }
+
+  /**
+   * Sends one server the rows placed for it: the server's hook takes their placement instead of
+   * placing them again (`routed-rows.ts`), while they are in flight.
+   */
+  const send = async (rows: readonly NewRow[], write: () => Promise<unknown>) => {
+    const forget = idSource.sharding ? markRouted(idSource.sharding, rows) : undefined
+    try {
+      return await write()
+    } finally {
+      forget?.()
+    }
   }
 
   /** The one server of a single write's rows; refuses rows that would span servers. */
-  const oneServer = async (model: string, rows: { model: string; id: bigint }[]) => {
-    const groups = await homes.writeGroups(rows, (row) => sharding.shardOfId(row.id))
+  const oneServer = async (model: string, rows: readonly NewRow[]) => {
+    const groups = await homes.writeGroups(rows, (row) => routedShard(sharding, row))
     if (groups.size !== 1) {
       const where = [...groups].map(
         ([server, group]) =>
@@ -252,13 +267,14 @@ export function shardedClients<C extends ShardedIdsHost>(
     metaOf(model, 'create')
     const copy = copyArgs(args, 'create')
     const rows = await place(model, 'create', copy)
-    return delegateOf(clientOf(await oneServer(model, rows)), model).create!(copy)
+    const delegate = delegateOf(clientOf(await oneServer(model, rows)), model)
+    return send(rows, () => delegate.create!(copy))
   }
 
   const upsert = async (model: string, args: unknown) => {
     metaOf(model, 'upsert')
     const copy = copyArgs(args, 'upsert')
-    const rows = await place(model, 'upsert', copy)
+    const rows = (await place(model, 'upsert', copy)).filter((row) => row.id !== undefined)
     const where = isObject(copy.where) ? copy.where : {}
     const shard = shardOfWhere(allModels, sharding, model, where)
     let server: string
@@ -269,7 +285,8 @@ export function shardedClients<C extends ShardedIdsHost>(
     } else {
       server = (await homes.writeHome(routeShard(model, where, 'upsert'))).server
     }
-    return delegateOf(clientOf(server), model).upsert!(copy)
+    const delegate = delegateOf(clientOf(server), model)
+    return send(rows, () => delegate.upsert!(copy))
   }
 
   const createMany = async (model: string, args: unknown, returning: boolean) => {
@@ -278,21 +295,26 @@ export function shardedClients<C extends ShardedIdsHost>(
     const copy = copyArgs(args, operation)
     const items = list(copy.data)
     if (items.length === 0) return returning ? [] : { count: 0 }
-    await place(model, operation, copy)
-    const rows = items.filter(isObject)
-    const groups = await homes.writeGroups(rows, (row) =>
-      sharding.shardOfId(row[meta.id] as IdInput),
-    )
+    // One placed row per object of `data`, in its order.
+    const rows = await place(model, operation, copy)
+    const groups = await homes.writeGroups(rows, (row) => routedShard(sharding, row))
     // Rows come back by ID, whatever the select: ask for it, drop it after.
     const { args: asked, added } = returning ? withId(copy, meta.id) : { args: copy, added: false }
-    const settled = await Promise.allSettled(
-      [...groups].map(([server, group]) =>
-        delegateOf(clientOf(server), model)[operation]!({ ...asked, data: group.items }),
-      ),
-    )
-    const failed = settled.find((result) => result.status === 'rejected')
-    if (failed) throw failed.reason
-    const results = settled.map((result) => (result as PromiseFulfilledResult<unknown>).value)
+    const delegateAt = (server: string) => delegateOf(clientOf(server), model)[operation]!
+    const writeGroup = (server: string, group: readonly NewRow[]) =>
+      send(group, () => delegateAt(server)({ ...asked, data: group.map((row) => row.data) }))
+    let results: unknown[]
+    const only = groups.size === 1 ? [...groups][0]! : undefined
+    if (only) {
+      results = [await writeGroup(only[0], only[1].items)]
+    } else {
+      const settled = await Promise.allSettled(
+        [...groups].map(([server, group]) => writeGroup(server, group.items)),
+      )
+      const failed = settled.find((result) => result.status === 'rejected')
+      if (failed) throw failed.reason
+      results = settled.map((result) => (result as PromiseFulfilledResult<unknown>).value)
+    }
     if (!returning) {
       const count = results.reduce<number>(
         (sum, result) => sum + ((result as { count: number }).count ?? 0),
@@ -306,7 +328,7 @@ export function shardedClients<C extends ShardedIdsHost>(
     }
     const ordered: Data[] = []
     for (const row of rows) {
-      const found = byId.get(String(row[meta.id]))
+      const found = byId.get(String(row.id))
       if (!found) continue // skipDuplicates skipped it
       if (added) delete found[meta.id]
       ordered.push(found)
@@ -455,16 +477,39 @@ function withHomeCheck<C>(client: C, server: string, homes: ShardHomes<C>, model
     operation,
     args,
     query,
+    __internalParams: request,
   }: {
     model: string
     operation: string
     args: A
     query: (args: A) => PromiseLike<R>
+    /** Prisma's request object, shared by the query hooks of one query (not in its types). */
+    __internalParams?: unknown
   }) => {
     const meta = Object.hasOwn(models, model) ? models[model] : undefined
     if (meta?.id !== undefined) {
-      for (const row of new IdPlan(models).operation(model, operation, args).newRows()) {
-        homes.checkHome(server, sharding.shardOfId(row.id))
+      const field = meta.id
+      const many = operation === 'createMany' || operation === 'createManyAndReturn'
+      const rows = many ? undefined : new IdPlan(models).operation(model, operation, args).newRows()
+      const noted = notedShards(request, () =>
+        rows
+          ? rows.map((row) => row.id)
+          : list(isObject(args) ? args.data : undefined).map((item) =>
+              isObject(item) ? item[field] : undefined,
+            ),
+      )
+      if (noted) {
+        // Rows the router placed, still holding the IDs the shardedIds hook passed on.
+        const seen = new Set<number>()
+        for (const shard of noted) {
+          if (seen.has(shard)) continue
+          seen.add(shard)
+          homes.checkHome(server, shard)
+        }
+      } else {
+        for (const row of rows ?? new IdPlan(models).operation(model, operation, args).newRows()) {
+          homes.checkHome(server, sharding.shardOfId(row.id))
+        }
       }
       const where = isObject(args) && isObject(args.where) ? args.where : undefined
       const id = where?.[meta.id]

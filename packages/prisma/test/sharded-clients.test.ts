@@ -13,12 +13,9 @@ import {
 } from '@shardflake/conformance'
 import {
   ConfigurationError,
-  defineSharding,
   InProcessSource,
   InvalidArgumentError,
-  instagram,
   ShardHomes,
-  ShardMap,
   WrongServerError,
 } from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
@@ -27,14 +24,8 @@ import { models as mysqlModels } from '../generated/mysql/shardflake'
 import { PrismaClient as PgClient } from '../generated/pg/client/client'
 import { shardedIds as pgShardedIds } from '../generated/pg/shardflake'
 import { type ShardedClients, shardedClients, shardedIds } from '../src'
+import { closeHomes, homeOf, map, sharding } from './support/homes'
 
-const sharding = defineSharding({ layout: instagram, logicalShards: 64 })
-const map = new ShardMap(sharding, [
-  { from: 0, to: 20, target: 'a' },
-  { from: 21, to: 41, target: 'b' },
-  { from: 42, to: 63, target: 'c' },
-])
-const homeOf = (shard: number) => map.targetFor(shard)
 const TABLES = ['authors', 'posts', 'comments', 'profiles', 'members', 'keyed']
 
 /** Every statement each server's client sent, by server (Prisma's query log). */
@@ -110,12 +101,7 @@ describe.each(['postgres', 'mysql'] as const)('shardedClients on three %s server
     db = shardedClients({ homes })
   }, 120_000)
 
-  afterAll(async () => {
-    await homes?.close()
-    for (const name of homes?.serverNames ?? []) await homes.handleOf(name).$disconnect()
-    source?.close()
-    await servers?.close()
-  })
+  afterAll(() => closeHomes(homes, source, servers))
 
   beforeEach(() => {
     for (const log of Object.values(statements)) log.length = 0
