@@ -47,6 +47,7 @@ import { shardedIds } from '@shardflake/kysely'
 import { installPostgres, PostgresSource, type SqlClient } from '@shardflake/postgres'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
+import { shuffled } from '../../../bench-charts/src/shuffle.ts'
 import { type Database, schema, tables } from './schema.ts'
 
 const json = process.argv.includes('--json')
@@ -276,26 +277,6 @@ async function insert(mode: Mode, size: number, seed: number): Promise<number> {
   return elapsed
 }
 
-/**
- * The order of the modes for one insert: a shuffle drawn from `seed` (the same every run), so that
- * each mode follows every other equally often. A fixed cycle would always put the same mode right
- * after the switch from one database's connections to the other's.
- */
-function orderOf(seed: number): Mode[] {
-  const order = [...names]
-  let state = seed >>> 0
-  for (let i = order.length - 1; i > 0; i--) {
-    // mulberry32
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    const j = Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * (i + 1))
-    ;[order[i], order[j]] = [order[j]!, order[i]!]
-  }
-  return order
-}
-
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = sorted.length >> 1
@@ -339,7 +320,7 @@ for (const size of sizes) {
     for (let n = 0; n < inserts; n++) {
       seed++
       // Every mode does the same insert back to back, in a shuffled order.
-      for (const mode of orderOf(seed)) {
+      for (const mode of shuffled(names, seed)) {
         const before = roundTrips
         const elapsed = await insert(mode, size, seed)
         if (round === 0) continue // warm-up

@@ -27,6 +27,7 @@ import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import pg from 'pg'
+import { shuffled } from '../../../bench-charts/src/shuffle.ts'
 
 const option = (name: string, fallback: string) =>
   process.argv.find((arg) => arg.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback
@@ -119,21 +120,6 @@ function statement(variant: Variant, seed: number): [string, unknown[]] {
   ]
 }
 
-/** A shuffle of the variants drawn from `seed` (mulberry32), the same every run. */
-function orderOf(seed: number): Variant[] {
-  const order = [...variants]
-  let state = seed >>> 0
-  for (let i = order.length - 1; i > 0; i--) {
-    state = (state + 0x6d2b79f5) >>> 0
-    let t = state
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    const j = Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * (i + 1))
-    ;[order[i], order[j]] = [order[j]!, order[i]!]
-  }
-  return order
-}
-
 type Measures = { wall: number[]; client: number[]; server: number[] }
 const measured = new Map<Variant, Measures>(
   variants.map((variant) => [variant, { wall: [], client: [], server: [] }]),
@@ -144,7 +130,7 @@ for (let round = 0; round <= rounds; round++) {
   const sums = new Map(variants.map((variant) => [variant, { wall: 0, client: 0, server: 0 }]))
   for (let n = 0; n < insertsPerRound; n++) {
     seed++
-    for (const variant of orderOf(seed)) {
+    for (const variant of shuffled(variants, seed)) {
       const server = serverCpuMs()
       const cpu = process.cpuUsage()
       const started = performance.now()
