@@ -15,11 +15,12 @@ import { readDuration, readInteger } from './source-options'
  */
 export interface PrefetchOptions {
   /**
-   * How many IDs beyond the current request one round trip fetches when a shard's buffer runs
-   * short: an integer from 1 to 1,000,000 (`MAX_IDS_PER_CALL`). A request for `n` IDs that the
-   * buffer cannot serve fetches `n + size` when `n` is larger than `size` (at most 1,000,000),
-   * and `size` otherwise. A size beyond what the source makes in one call (its layout's IDs per
-   * ms times its `maxDriftMs`) makes those fetches fail with `ShardOverloadedError`.
+   * How many IDs one round trip fetches ahead for a shard: an integer from 1 to 1,000,000
+   * (`MAX_IDS_PER_CALL`). A request for `n` IDs that the buffer cannot serve fetches `n + size`
+   * when `n` is larger than `size` (at most 1,000,000), and `size` otherwise. Batches of up to
+   * `size` rows are served from the buffer without waiting (see `refillAhead`), so make it at
+   * least your largest usual batch. A size beyond what the source makes in one call (its layout's
+   * IDs per ms times its `maxDriftMs`) makes those fetches fail with `ShardOverloadedError`.
    *
    * @example `{ size: 100 }` serves 100 single inserts, or ten flushes of 10 rows, per round trip.
    */
@@ -30,36 +31,56 @@ export interface PrefetchOptions {
    * @default 1000
    */
   readonly maxAgeMs?: number
+  /**
+   * Fetch the next `size` IDs of a shard in the background as soon as a call leaves fewer than
+   * half of `size` in its buffer, so that a steady stream of inserts (single rows, or batches of
+   * up to `size`) never waits for a round trip: the way segment allocators double-buffer. Costs
+   * nothing more per ID; a shard that then goes quiet leaves up to `size` more IDs unused (gaps,
+   * never repeats). A background fetch that fails is reported to the calls waiting for it, and
+   * the next call fetches again. `false`: fetch only when a call finds the buffer short.
+   * @default true
+   */
+  readonly refillAhead?: boolean
 }
 
-const PREFETCH_OPTIONS = ['size', 'maxAgeMs']
+const PREFETCH_OPTIONS = ['size', 'maxAgeMs', 'refillAhead']
 
-interface Buffer {
-  ids: readonly bigint[]
+/** IDs of one fetch, handed out from `next` on. */
+interface Segment {
+  readonly ids: readonly bigint[]
   next: number
-  fetchedAt: number
+  readonly fetchedAt: number
+}
+
+/** One shard's fetched IDs, oldest first (each fetch starts after the one before it ended). */
+interface Buffer {
+  segments: Segment[]
   pending: Promise<void> | undefined
 }
 
 /**
  * The per-shard buffers behind {@link PrefetchSource}, for sources that offer a `prefetch` option
  * of their own (`PostgresSource`, `MysqlSource`): give it the function that fetches `count` IDs of
- * a shard in one round trip. Concurrent callers share one fetch per shard.
+ * a shard in one round trip. Concurrent callers share one fetch per shard; a shard never has two
+ * fetches running, so every fetch's IDs follow the ones fetched before.
  *
  * A buffer serves every caller, so `fetch` must use the source's own connections, never a
  * caller's (`IdRequestContext.query`): IDs reserved inside a caller's transaction could be given
- * back by its rollback (an InnoDB counter) while other callers still hold them.
+ * back by its rollback (an InnoDB counter) while other callers still hold them. A fetch may run
+ * with no caller waiting (`refillAhead`), so the source must end it on close.
  */
 export class PrefetchBuffers {
   readonly size: number
   readonly maxAgeMs: number
+  readonly refillAhead: boolean
   private readonly buffers = new Map<number, Buffer>()
 
   /**
    * @param where Names the options in messages: `'prefetch'` (a source's option), or
    *   `'PrefetchSource options'`.
    * @throws InvalidArgumentError for options that are not an object, an unknown option, a size
-   *   that is not an integer from 1 to 1,000,000, or an age that is not from 0 to one day.
+   *   that is not an integer from 1 to 1,000,000, an age that is not from 0 to one day, or a
+   *   `refillAhead` that is not a boolean.
    */
   constructor(
     private readonly fetch: (shard: number, count: number) => Promise<readonly bigint[]>,
@@ -67,7 +88,7 @@ export class PrefetchBuffers {
     where = 'prefetch',
   ) {
     checkKnownOptions(where, options, PREFETCH_OPTIONS)
-    const { size, maxAgeMs } = options
+    const { size, maxAgeMs, refillAhead } = options
     if (size === undefined) {
       throw new InvalidArgumentError(
         `${where} needs size: how many IDs one round trip fetches ahead, an integer from 1 to ${MAX_IDS_PER_CALL} (100 is a good start).`,
@@ -75,6 +96,12 @@ export class PrefetchBuffers {
     }
     this.size = readInteger(`${where}.size`, size, 0, { min: 1, max: MAX_IDS_PER_CALL })
     this.maxAgeMs = readDuration(`${where}.maxAgeMs`, maxAgeMs, 1000)
+    if (refillAhead !== undefined && typeof refillAhead !== 'boolean') {
+      throw new InvalidArgumentError(
+        `${where}.refillAhead must be true or false, got ${describeValue(refillAhead)}.`,
+      )
+    }
+    this.refillAhead = refillAhead ?? true
   }
 
   /**
@@ -85,11 +112,11 @@ export class PrefetchBuffers {
   takeReady(shard: number, count: number): bigint[] | undefined {
     checkCount(count)
     const buffer = this.buffers.get(shard)
-    if (!buffer || Date.now() - buffer.fetchedAt > this.maxAgeMs) return undefined
-    if (buffer.ids.length - buffer.next < count) return undefined
-    const start = buffer.next
-    buffer.next += count
-    return buffer.ids.slice(start, buffer.next)
+    if (!buffer || this.fresh(buffer) < count) return undefined
+    const out: bigint[] = []
+    this.takeFrom(buffer, count, out)
+    this.refillIfLow(shard, buffer)
+    return out
   }
 
   /**
@@ -103,15 +130,17 @@ export class PrefetchBuffers {
     checkCount(count)
     let buffer = this.buffers.get(shard)
     if (!buffer) {
-      buffer = { ids: [], next: 0, fetchedAt: 0, pending: undefined }
+      buffer = { segments: [], pending: undefined }
       this.buffers.set(shard, buffer)
     }
     const out: bigint[] = []
     for (;;) {
-      if (Date.now() - buffer.fetchedAt > this.maxAgeMs) buffer.next = buffer.ids.length
-      const n = Math.min(count - out.length, buffer.ids.length - buffer.next)
-      for (let i = 0; i < n; i++) out.push(buffer.ids[buffer.next++]!)
-      if (out.length === count) return out
+      this.fresh(buffer)
+      this.takeFrom(buffer, count - out.length, out)
+      if (out.length === count) {
+        this.refillIfLow(shard, buffer)
+        return out
+      }
       if (signal?.aborted) throw cancelled(shard, signal)
       let pending = buffer.pending
       if (!pending) {
@@ -120,25 +149,7 @@ export class PrefetchBuffers {
           missing > this.size ? missing + this.size : this.size,
           MAX_IDS_PER_CALL,
         )
-        const target = buffer
-        pending = this.fetch(shard, wanted).then(
-          (ids) => {
-            target.pending = undefined
-            if (!Array.isArray(ids) || ids.length !== wanted) {
-              throw new SourceUnavailableError(
-                `The source asked for ${wanted} IDs of logical shard ${shard} returned ${Array.isArray(ids) ? ids.length : describeValue(ids)}. Nothing was issued.`,
-              )
-            }
-            target.ids = ids
-            target.next = 0
-            target.fetchedAt = Date.now()
-          },
-          (error: unknown) => {
-            target.pending = undefined
-            throw error
-          },
-        )
-        target.pending = pending
+        pending = this.startFetch(shard, buffer, wanted)
       }
       await (signal ? untilAborted(pending, shard, signal) : pending)
     }
@@ -147,6 +158,66 @@ export class PrefetchBuffers {
   /** Drops every buffered ID. */
   clear(): void {
     this.buffers.clear()
+  }
+
+  /** Drops used-up and stale segments; returns how many fresh IDs are left. */
+  private fresh(buffer: Buffer): number {
+    // Taken from the front, fetched in order: what is used up or stale is at the front.
+    const oldest = Date.now() - this.maxAgeMs
+    const { segments } = buffer
+    while (
+      segments.length > 0 &&
+      (segments[0]!.next === segments[0]!.ids.length || segments[0]!.fetchedAt < oldest)
+    ) {
+      segments.shift()
+    }
+    let left = 0
+    for (const segment of segments) left += segment.ids.length - segment.next
+    return left
+  }
+
+  /** Moves up to `count` IDs, oldest first, from the buffer to `out`. */
+  private takeFrom(buffer: Buffer, count: number, out: bigint[]): void {
+    let wanted = count
+    for (const segment of buffer.segments) {
+      const n = Math.min(wanted, segment.ids.length - segment.next)
+      for (let i = 0; i < n; i++) out.push(segment.ids[segment.next++]!)
+      wanted -= n
+      if (wanted === 0) return
+    }
+  }
+
+  /** With `refillAhead`, fetches `size` more in the background when fewer than half are left. */
+  private refillIfLow(shard: number, buffer: Buffer): void {
+    if (!this.refillAhead || buffer.pending || this.fresh(buffer) * 2 >= this.size) return
+    // Nobody waits for it yet: a failure reaches the callers that come to wait, no one else.
+    this.startFetch(shard, buffer, this.size).catch(() => {})
+  }
+
+  private startFetch(shard: number, buffer: Buffer, wanted: number): Promise<void> {
+    let fetched: Promise<readonly bigint[]>
+    try {
+      fetched = this.fetch(shard, wanted)
+    } catch (error) {
+      fetched = Promise.reject(error)
+    }
+    const pending = fetched.then(
+      (ids) => {
+        buffer.pending = undefined
+        if (!Array.isArray(ids) || ids.length !== wanted) {
+          throw new SourceUnavailableError(
+            `The source asked for ${wanted} IDs of logical shard ${shard} returned ${Array.isArray(ids) ? ids.length : describeValue(ids)}. Nothing was issued.`,
+          )
+        }
+        buffer.segments.push({ ids, next: 0, fetchedAt: Date.now() })
+      },
+      (error: unknown) => {
+        buffer.pending = undefined
+        throw error
+      },
+    )
+    buffer.pending = pending
+    return pending
   }
 }
 
@@ -169,14 +240,16 @@ function untilAborted(pending: Promise<void>, shard: number, signal: AbortSignal
 /**
  * Any async source seen through per-shard prefetch buffers ({@link PrefetchOptions}): single
  * IDs and small batches come from IDs fetched earlier while they are fresh, so an insert of one
- * row or a flush of ten pays no round trip of its own. IDs stay distinct and, per shard, ascending.
+ * row or a flush of ten pays no round trip of its own, and (`refillAhead`) the next IDs are on
+ * their way before a buffer runs dry. IDs stay distinct and, per shard, ascending.
  *
  * The buffers are shared by all callers, so the inner source is always asked without the
  * caller's context: a transaction's connection (`context.query`) is never used to fill them. The
  * caller's `context.signal` still ends its own wait (`CancelledError`, no ID).
  *
  * `close()` ends the calls waiting for a fetch at once (`CancelledError`) and returns when the
- * inner source's `close()` does (a database source's is bounded by its `timeoutMs`).
+ * inner source's `close()` does (a database source's is bounded by its `timeoutMs`), which also
+ * ends a refill running in the background.
  *
  * @example
  * ```ts

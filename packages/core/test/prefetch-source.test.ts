@@ -49,7 +49,7 @@ describe('PrefetchSource', () => {
 
   it('serves single IDs and small batches from one round trip per shard', async () => {
     const { source, calls } = countingSource()
-    const prefetch = new PrefetchSource(source, { size: 100 })
+    const prefetch = new PrefetchSource(source, { size: 100, refillAhead: false })
     expect(prefetch.sharding).toBe(sharding)
     const ids: bigint[] = []
     for (let i = 0; i < 10; i++) ids.push(await prefetch.nextId(5))
@@ -69,7 +69,7 @@ describe('PrefetchSource', () => {
 
   it('uses what is left first, and fetches a large batch plus the buffer size', async () => {
     const { source, calls } = countingSource()
-    const prefetch = new PrefetchSource(source, { size: 10 })
+    const prefetch = new PrefetchSource(source, { size: 10, refillAhead: false })
     const first = await prefetch.nextIds(5, 7)
     const second = await prefetch.nextIds(5, 25)
     expect(calls).toEqual([
@@ -96,6 +96,124 @@ describe('PrefetchSource', () => {
     expect(new Set(all).size).toBe(400)
     for (const batch of batches) expect(ascending(batch)).toBe(true)
     expect(calls.length).toBeLessThanOrEqual(10)
+  })
+
+  it('refills ahead: once fewer than half of size are left, the next size IDs are fetched in the background', async () => {
+    const requests: Array<{ count: number; release: () => void }> = []
+    const generator = openSource({ shards: 'all', clock: realNow })
+    const inner: IdSource = {
+      sharding,
+      synchronous: false,
+      nextId: async () => 0n,
+      // Each fetch waits until the test releases it.
+      nextIds: (shard, count) =>
+        new Promise<bigint[]>((resolve) =>
+          requests.push({ count, release: () => resolve(generator.nextIds(shard, count)) }),
+        ),
+      close: () => generator.close(),
+    }
+    const prefetch = new PrefetchSource(inner, { size: 100 })
+    expect(requests).toHaveLength(0)
+    const first = prefetch.nextIds(5, 60)
+    await vi.waitFor(() => expect(requests).toHaveLength(1))
+    requests[0]!.release()
+    const ids = await first
+    // 40 left, fewer than 50: the next 100 are on their way, nobody waits for them.
+    expect(requests.map((r) => r.count)).toEqual([100, 100])
+    // Served from what is left while that fetch is still out: no waiting.
+    ids.push(...(await prefetch.nextIds(5, 40)))
+    expect(requests).toHaveLength(2)
+    const waiting = prefetch.nextId(5)
+    requests[1]!.release()
+    ids.push(await waiting)
+    expect(requests).toHaveLength(2)
+    expect(ids).toHaveLength(101)
+    expect(ascending(ids)).toBe(true)
+    // Above half again after the refill: no further fetch until the buffer runs low.
+    ids.push(...(await prefetch.nextIds(5, 49)))
+    expect(requests).toHaveLength(2)
+    ids.push(await prefetch.nextId(5))
+    expect(requests).toHaveLength(3)
+    // A refill that lands while IDs are left adds to them: 49 + 100 served without a fetch.
+    requests[2]!.release()
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    ids.push(...(await prefetch.nextIds(5, 149)))
+    expect(new Set(ids).size).toBe(300)
+    expect(requests).toHaveLength(4) // (none left: the next refill)
+    expect(ascending(ids)).toBe(true)
+    await prefetch.close()
+  })
+
+  it('a background refill that fails reaches the calls waiting for it, no one else, and the next call fetches again', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const { source, calls, failOnce } = countingSource()
+      const prefetch = new PrefetchSource(source, { size: 10 })
+      await prefetch.nextIds(5, 6) // 4 left: a refill starts, and fails
+      failOnce()
+      expect(calls).toHaveLength(2)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(unhandled).toEqual([])
+      // The 4 left are served; then a fetch again.
+      const ids = await prefetch.nextIds(5, 10)
+      expect(new Set(ids).size).toBe(10)
+      // (and, 4 left again, the next refill)
+      expect(calls).toEqual([
+        [5, 10],
+        [5, 10],
+        [5, 10],
+        [5, 10],
+      ])
+      await prefetch.close()
+      // A caller waiting for a failing refill gets its error, typed.
+      const { source: second, failOnce: failSecond } = countingSource()
+      const other = new PrefetchSource(second, { size: 10 })
+      await other.nextIds(5, 10) // none left: a refill starts
+      failSecond()
+      await expect(other.nextId(5)).rejects.toBeInstanceOf(SourceUnavailableError)
+      expect(instagram.shardOf(await other.nextId(5))).toBe(5)
+      await other.close()
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
+  it('close() while a background refill runs ends it: nothing hangs, nothing is left unhandled', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const generator = openSource({ shards: 'all', clock: realNow })
+      let fetches = 0
+      let endRefill: (() => void) | undefined
+      const inner: IdSource = {
+        sharding,
+        synchronous: false,
+        nextId: async () => 0n,
+        // The first fetch answers; the refill hangs until the source is closed.
+        nextIds: async (shard, count) => {
+          if (fetches++ === 0) return generator.nextIds(shard, count)
+          return await new Promise<bigint[]>((_, reject) => {
+            endRefill = () => reject(new CancelledError('closed'))
+          })
+        },
+        close: () => {
+          endRefill?.()
+          generator.close()
+        },
+      }
+      const prefetch = new PrefetchSource(inner, { size: 10 })
+      await prefetch.nextIds(5, 8)
+      expect(fetches).toBe(2)
+      await prefetch.close()
+      await new Promise((resolve) => setTimeout(resolve, 10))
+      expect(unhandled).toEqual([])
+      await expect(prefetch.nextId(5)).rejects.toBeInstanceOf(ConfigurationError)
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
   })
 
   it('drops IDs older than maxAgeMs', async () => {
@@ -148,6 +266,9 @@ describe('PrefetchSource', () => {
     expect(() => new PrefetchSource(source, { size: 2e6 })).toThrow(
       'PrefetchSource options.size must be an integer from 1 to 1000000, got 2000000.',
     )
+    expect(
+      () => new PrefetchSource(source, { size: 10, refillAhead: 'yes' as unknown as boolean }),
+    ).toThrow('PrefetchSource options.refillAhead must be true or false, got "yes".')
     for (const count of [0, MAX_IDS_PER_CALL + 1]) {
       await expect(async () =>
         new PrefetchSource(source, { size: 10 }).nextIds(5, count),
@@ -173,7 +294,7 @@ describe('PrefetchSource', () => {
     const ids = await prefetch.nextIds(5, MAX_IDS_PER_CALL)
     expect(ids).toHaveLength(MAX_IDS_PER_CALL)
     expect(ascending(ids)).toBe(true)
-    expect(calls).toEqual([[5, MAX_IDS_PER_CALL]])
+    expect(calls[0]).toEqual([5, MAX_IDS_PER_CALL])
     await prefetch.close()
   })
 

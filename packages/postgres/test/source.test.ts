@@ -10,7 +10,7 @@ import {
   ShardOutOfRangeError,
 } from '@shardflake/core'
 import pg from 'pg'
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest'
 import { installPostgres, PostgresSource, type SqlClient } from '../src/index'
 import { createDatabase, dropDatabase, raw, sharding } from './helpers'
 
@@ -122,7 +122,7 @@ describe('PostgresSource over two physical databases', () => {
     const source = new PostgresSource({
       sharding,
       databases: client,
-      prefetch: { size: 20, maxAgeMs: 200 },
+      prefetch: { size: 20, maxAgeMs: 200, refillAhead: false },
     })
     const singles = await Promise.all(Array.from({ length: 40 }, () => source.nextId(3)))
     expect(new Set(singles).size).toBe(40)
@@ -139,6 +139,24 @@ describe('PostgresSource over two physical databases', () => {
     expect(client.count).toBe(4)
     expect(fresh > one).toBe(true)
     expect(instagram.decompose(fresh).timestampMs).toBeGreaterThanOrEqual(Number(clock!.now) - 50)
+  })
+
+  it('prefetch refills ahead: a stream of single IDs and batches, ascending across refills, one trip per size IDs', async () => {
+    const client = counting(poolA)
+    const source = new PostgresSource({ sharding, databases: client, prefetch: { size: 20 } })
+    const ids: bigint[] = []
+    for (let i = 0; i < 100; i++) {
+      if (i % 10 === 9) ids.push(...(await source.nextIds(2, 5)))
+      else ids.push(await source.nextId(2))
+    }
+    expect(ids).toHaveLength(140)
+    expect(new Set(ids).size).toBe(140)
+    expect([...ids].sort((a, b) => (a < b ? -1 : 1))).toEqual(ids)
+    expect(ids.every((id) => instagram.shardOf(id) === 2)).toBe(true)
+    // 140 IDs in fetches of 20; the last refill may still be out.
+    await vi.waitFor(() => expect(client.count).toBeGreaterThanOrEqual(7))
+    expect(client.count).toBeLessThanOrEqual(8)
+    await source.close()
   })
 
   it('checks the layout recorded in each database once, and refuses another one', async () => {
