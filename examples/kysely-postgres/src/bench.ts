@@ -30,7 +30,9 @@
  * - ids given, db table, db ids given, in-proc table: the two crossed, each on shards no other
  *                       mode uses: whether a cost follows the IDs or the table
  * - database:           PostgresSource (next_ids() in the database) with `prefetch: { size: 100 }`
- *                       (`--prefetch-size`, `--prefetch-max-age-ms`)
+ *                       (`--prefetch-size`, `--prefetch-max-age-ms`); a buffer refills in the
+ *                       background once fewer than half of size are left
+ * - db, no refill ahead: the same buffer with `refillAhead: false`: fetches only when it runs short
  * - db, no prefetch:    the same source without prefetch: one next_ids() round trip per insert
  */
 import { readFileSync, writeFileSync } from 'node:fs'
@@ -148,6 +150,12 @@ const prefetched = new PostgresSource({
   databases: counted,
   prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs },
 })
+/** The same buffer without fetching ahead: a shard's buffer that runs short waits for its fetch. */
+const waiting = new PostgresSource({
+  sharding,
+  databases: counted,
+  prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs, refillAhead: false },
+})
 const direct = new PostgresSource({ sharding, databases: counted })
 /** The in-process generator behind promises: what an asynchronous source costs without a server. */
 const deferred: IdSource = {
@@ -177,6 +185,7 @@ const modes = {
   'ids given, db table': open(pools.main),
   'db ids given, in-proc table': open(pools.inProcess),
   database: open(pools.main, prefetched),
+  'db, no refill ahead': open(pools.main, waiting),
   'db, no prefetch': open(pools.main, direct),
 }
 type Mode = keyof typeof modes
@@ -352,7 +361,7 @@ for (const size of sizes) {
       cpuMsPerInsert: Number(median(cpuTimes.get(mode)!).toFixed(3)),
       serverCpuMsPerInsert: Number(median(serverTimes.get(mode)!).toFixed(3)),
       roundTripsPerInsert:
-        mode === 'database' || mode === 'db, no prefetch'
+        mode === 'database' || mode === 'db, no refill ahead' || mode === 'db, no prefetch'
           ? Number((calls.get(mode)! / (rounds * inserts)).toFixed(2))
           : null,
     })
@@ -435,6 +444,7 @@ console.error(
 )
 // The Kysely instances share the two pools, which this script owns and ends itself.
 await prefetched.close()
+await waiting.close()
 await direct.close()
 inProcess.close()
 await pools.main.end()

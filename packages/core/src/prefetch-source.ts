@@ -33,8 +33,9 @@ export interface PrefetchOptions {
   readonly maxAgeMs?: number
   /**
    * Fetch the next `size` IDs of a shard in the background as soon as a call leaves fewer than
-   * half of `size` in its buffer, so that a steady stream of inserts (single rows, or batches of
-   * up to `size`) never waits for a round trip: the way segment allocators double-buffer. Costs
+   * half of `size` in its buffer, or fewer than it took itself, so that a steady stream of
+   * inserts (single rows, or batches of up to `size`) never waits for a round trip: the way
+   * segment allocators double-buffer. Costs
    * nothing more per ID; a shard that then goes quiet leaves up to `size` more IDs unused (gaps,
    * never repeats). A background fetch that fails is reported to the calls waiting for it, and
    * the next call fetches again. `false`: fetch only when a call finds the buffer short.
@@ -115,7 +116,7 @@ export class PrefetchBuffers {
     if (!buffer || this.fresh(buffer) < count) return undefined
     const out: bigint[] = []
     this.takeFrom(buffer, count, out)
-    this.refillIfLow(shard, buffer)
+    this.refillIfLow(shard, buffer, count)
     return out
   }
 
@@ -138,7 +139,7 @@ export class PrefetchBuffers {
       this.fresh(buffer)
       this.takeFrom(buffer, count - out.length, out)
       if (out.length === count) {
-        this.refillIfLow(shard, buffer)
+        this.refillIfLow(shard, buffer, count)
         return out
       }
       if (signal?.aborted) throw cancelled(shard, signal)
@@ -187,9 +188,14 @@ export class PrefetchBuffers {
     }
   }
 
-  /** With `refillAhead`, fetches `size` more in the background when fewer than half are left. */
-  private refillIfLow(shard: number, buffer: Buffer): void {
-    if (!this.refillAhead || buffer.pending || this.fresh(buffer) * 2 >= this.size) return
+  /**
+   * With `refillAhead`, fetches `size` more in the background when fewer than half of them are
+   * left, or fewer than the call just served took (up to `size`): the same call again is served.
+   */
+  private refillIfLow(shard: number, buffer: Buffer, count: number): void {
+    if (!this.refillAhead || buffer.pending) return
+    const left = this.fresh(buffer)
+    if (left * 2 >= this.size && left >= Math.min(count, this.size)) return
     // Nobody waits for it yet: a failure reaches the callers that come to wait, no one else.
     this.startFetch(shard, buffer, this.size).catch(() => {})
   }

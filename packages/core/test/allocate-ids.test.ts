@@ -23,30 +23,30 @@ function recording() {
 }
 
 /**
- * A source that makes no IDs at all, just counts: `nextIds` returns consecutive numbers and
- * refuses counts above MAX_IDS_PER_CALL like every source.
+ * A source that makes no real IDs, just counts: `nextIds` returns consecutive numbers in the
+ * time field, on the shard asked for, and refuses counts above MAX_IDS_PER_CALL like every source.
  */
 function counting(synchronous: boolean) {
   const counts: number[] = []
   let next = 0n
-  const make = (count: number) => {
+  const make = (count: number, shard = 0) => {
     if (count > MAX_IDS_PER_CALL) throw new InvalidArgumentError(`count ${count}`)
     counts.push(count)
-    return Array.from({ length: count }, () => next++)
+    return Array.from({ length: count }, () => (next++ << 23n) | (BigInt(shard) << 10n))
   }
   const source: IdSource = synchronous
     ? {
         sharding,
         synchronous: true,
-        nextId: () => make(1)[0]!,
-        nextIds: (_shard, count) => make(count),
+        nextId: (shard) => make(1, shard)[0]!,
+        nextIds: (shard, count) => make(count, shard),
         close() {},
       }
     : {
         sharding,
         synchronous: false,
-        nextId: async () => make(1)[0]!,
-        nextIds: async (_shard, count) => make(count),
+        nextId: async (shard) => make(1, shard)[0]!,
+        nextIds: async (shard, count) => make(count, shard),
         close() {},
       }
   return { source, counts }
@@ -83,4 +83,37 @@ describe('allocateIds', () => {
       expect(new Set(ids).size).toBe(ids.length)
     })
   }
+
+  it("refuses a source's answer that is not the IDs asked for, before any row gets one", async () => {
+    const answers: Record<string, (shard: number, count: number) => unknown> = {
+      'too few': (shard, count) =>
+        Array.from({ length: count - 1 }, (_, i) => sharding.layout.composeTime(5, shard, 0, i)),
+      'another shard at the end': (shard, count) =>
+        Array.from({ length: count }, (_, i) =>
+          sharding.layout.composeTime(5, i === count - 1 ? shard + 1 : shard, 0, i),
+        ),
+      'another shard first': (shard, count) =>
+        Array.from({ length: count }, (_, i) =>
+          sharding.layout.composeTime(5, i === 0 ? shard + 1 : shard, 0, i),
+        ),
+      'numbers, not bigints': (_shard, count) => Array.from({ length: count }, (_, i) => i + 1),
+    }
+    const errors: Record<string, string> = {}
+    for (const [name, answer] of Object.entries(answers)) {
+      for (const synchronous of [true, false]) {
+        const source = {
+          sharding,
+          synchronous,
+          nextId: (shard: number) => (answer(shard, 1) as bigint[])[0],
+          nextIds: (shard: number, count: number) =>
+            synchronous ? answer(shard, count) : Promise.resolve(answer(shard, count)),
+          close() {},
+        } as unknown as IdSource
+        const error = await (async () => allocateIds(source, [4, 4, 4]))().catch((e) => e)
+        errors[`${name}, ${synchronous ? 'sync' : 'async'}`] =
+          `${error.constructor.name}: ${error.message}`
+      }
+    }
+    expect(errors).toMatchSnapshot()
+  })
 })

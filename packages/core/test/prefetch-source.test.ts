@@ -144,6 +144,21 @@ describe('PrefetchSource', () => {
     await prefetch.close()
   })
 
+  it('refills ahead when fewer are left than the call took: batches of size are served from the buffer', async () => {
+    const { source, calls } = countingSource()
+    const prefetch = new PrefetchSource(source, { size: 1000 })
+    const ids = [await prefetch.nextId(5)] // 999 left: more than half, and more than 1
+    expect(calls).toHaveLength(1)
+    ids.push(...(await prefetch.nextIds(5, 1000))) // 999 + 1 of a fetch; 999 left, fewer than 1000
+    expect(calls).toHaveLength(3)
+    await new Promise((resolve) => setTimeout(resolve, 20)) // the refill lands
+    ids.push(...(await prefetch.nextIds(5, 1000))) // served from the buffer; then the next refill
+    expect(calls).toHaveLength(4)
+    expect(new Set(ids).size).toBe(2001)
+    expect(ascending(ids)).toBe(true)
+    await prefetch.close()
+  })
+
   it('a background refill that fails reaches the calls waiting for it, no one else, and the next call fetches again', async () => {
     const unhandled: unknown[] = []
     const onUnhandled = (reason: unknown) => unhandled.push(reason)
