@@ -4,7 +4,7 @@
  * BIGSERIAL keys, in the same run, alternating, medians of several rounds.
  *
  *   node src/bench.ts [--json] [--quick] [--sizes=1,10,1000] [--rounds=7] [--database=sf_mikro_example]
- *     [--prefetch-max-age-ms=1000] [--chart <file>]   (after `pnpm build`; PG_URL elsewhere;
+ *     [--prefetch-size=100] [--prefetch-max-age-ms=1000] [--chart <file>]   (after `pnpm build`; PG_URL elsewhere;
  *   AUTHORS_PER_FLUSH=4 spreads each flush over 4 authors, so 4 shards)
  *
  * `--chart <file>` also writes every round's entities/s for bench-charts (see
@@ -57,6 +57,9 @@ const loadAtStart = loadavg()[0]!
  * How long prefetched IDs stay usable. The test passes a long one so that a slow, shared machine
  * cannot turn the round-trip count into a timing measurement.
  */
+const prefetchSize = Number(
+  process.argv.find((arg) => arg.startsWith('--prefetch-size='))?.split('=')[1] ?? 100,
+)
 const prefetchMaxAgeMs = Number(
   process.argv.find((arg) => arg.startsWith('--prefetch-max-age-ms='))?.split('=')[1] ?? 1000,
 )
@@ -108,7 +111,7 @@ const counted: SqlClient = {
 const prefetched = new PostgresSource({
   sharding,
   databases: counted,
-  prefetch: { size: 100, maxAgeMs: prefetchMaxAgeMs },
+  prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs },
 })
 const direct = new PostgresSource({ sharding, databases: counted })
 const sharded = [Author, Post, Comment]

@@ -3,7 +3,7 @@
  * same run, alternating, medians of several rounds.
  *
  *   node src/bench.ts [--json] [--quick] [--rounds=11] [--workloads=single,nested,batch,spread,sorted] [--users=16]
- *     [--database=sf_sequelize_example] [--prefetch-max-age-ms=1000] [--save <file>] [--chart <file>]
+ *     [--database=sf_sequelize_example] [--prefetch-size=100] [--prefetch-max-age-ms=1000] [--save <file>] [--chart <file>]
  *   (after `pnpm build`; PG_URL elsewhere than postgres://postgres@127.0.0.1:5432)
  *
  * Workloads (each call timed from the call to its resolution; `--users` users take turns, so
@@ -20,7 +20,7 @@
  * - autoincrement:   BIGSERIAL keys, the baseline (no shardflake);
  * - in-process:      `InProcessSource` (no round trip), in a second database: a logical shard
  *                    has exactly one source;
- * - database:        `PostgresSource` with `prefetch: { size: 100 }`;
+ * - database:        `PostgresSource` with `prefetch: { size: 100 }` (`--prefetch-size`);
  * - db, no prefetch: the same source without prefetch: one `next_ids()` per shard per call.
  *
  * `--chart <file>` writes every round's rows/s for bench-charts (one group per workload, each mode
@@ -62,6 +62,7 @@ const users = Number(flag('users') ?? 16)
  * machine cannot turn the round-trip count into a timing measurement.
  */
 const prefetchMaxAgeMs = Number(flag('prefetch-max-age-ms') ?? 1000)
+const prefetchSize = Number(flag('prefetch-size') ?? 100)
 const saveFile = after('save')
 const logicalShards = 64
 /** The application's sharding, handed to every source. */
@@ -103,7 +104,7 @@ const inProcess = new InProcessSource({ sharding, shards: 'all' })
 const prefetched = new PostgresSource({
   sharding,
   databases: counted,
-  prefetch: { size: 100, maxAgeMs: prefetchMaxAgeMs },
+  prefetch: { size: prefetchSize, maxAgeMs: prefetchMaxAgeMs },
 })
 const direct = new PostgresSource({ sharding, databases: counted })
 
