@@ -159,6 +159,37 @@ describe('PostgresSource over two physical databases', () => {
     await source.close()
   })
 
+  it('prefetch refilling ahead, hammered: two sources, 16 concurrent callers, never the same ID twice', async () => {
+    // Small buffers, so that refills run all the time, also while callers wait for them.
+    const sources = [0, 1].map(
+      () => new PostgresSource({ sharding, databases: poolA, prefetch: { size: 7 } }),
+    )
+    const drawn: bigint[] = []
+    let descents = 0
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, caller) => {
+        const source = sources[caller % 2]!
+        const last = new Map<number, bigint>()
+        for (let i = 0; i < 60; i++) {
+          const shard = (caller + i) % 3
+          const count = (caller * 7 + i) % 5 === 0 ? 1 + ((caller + i) % 12) : 1
+          const ids =
+            count === 1 ? [await source.nextId(shard)] : await source.nextIds(shard, count)
+          for (const id of ids) {
+            if (instagram.shardOf(id) !== shard) throw new Error(`${id} is not on shard ${shard}`)
+            if ((last.get(shard) ?? -1n) >= id) descents++
+            last.set(shard, id)
+            drawn.push(id)
+          }
+        }
+      }),
+    )
+    expect(drawn.length).toBeGreaterThan(16 * 60)
+    expect(new Set(drawn).size).toBe(drawn.length)
+    expect(descents).toBe(0)
+    await Promise.all(sources.map((source) => source.close()))
+  })
+
   it('checks the layout recorded in each database once, and refuses another one', async () => {
     const client = counting(poolA)
     const source = new PostgresSource({ sharding, databases: client })
