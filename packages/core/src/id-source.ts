@@ -313,14 +313,15 @@ function checkBatch(source: IdSource, shard: number, count: number, batch: unkno
       `The source asked for ${count} IDs of logical shard ${shard} returned ${Array.isArray(batch) ? `${batch.length}` : describeValue(batch)}. Nothing was written.`,
     )
   }
-  const ends = [batch[0], batch[count - 1]]
+  const ends = count === 1 ? [batch[0]] : [batch[0], batch[count - 1]]
   for (const id of ends) {
     if (typeof id !== 'bigint') {
       throw new SourceUnavailableError(
         `The source asked for IDs of logical shard ${shard} returned ${describeValue(id)}, not a bigint ID. Nothing was written.`,
       )
     }
-    const found = source.sharding?.shardOfId(id)
+    // The layout's shard field: the logical shard asked for is in range already.
+    const found = source.sharding?.layout.shardOf(id)
     if (found !== undefined && found !== shard) {
       throw new ConfigurationError(
         `The source asked for IDs of logical shard ${shard} returned ${id}, an ID of logical shard ${found}: rows with it would sit on the wrong shard. Is the source serving shard ${shard} from the place installed for it (its shard map, schema prefix or database)? Nothing was written.`,
