@@ -245,7 +245,9 @@ it('serves small flushes from a PrefetchSource: one round trip for several flush
     }
     expect(new Set(ids).size).toBe(50)
     for (const id of ids) expect(shardOf(id)).toBe(shardOf(author.id))
-    expect(async.nextIdsCalls).toBe(2) // 25 IDs serve five flushes of 5
+    // 25 IDs per round trip serve five flushes of 5; the buffer refills ahead, so a third may be out
+    expect(async.nextIdsCalls).toBeGreaterThanOrEqual(2)
+    expect(async.nextIdsCalls).toBeLessThanOrEqual(3)
   } finally {
     await orm.close(true)
   }
