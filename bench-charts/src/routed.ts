@@ -24,10 +24,14 @@
  * statements than the other's would not be timed on the same server.
  *
  * Environment: ROUNDS (11, after WARMUP warm-up rounds, 5), SINGLE_TIMES (300 single-row writes
- * per slice), BATCH_TIMES (10 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX.
+ * per slice), BATCH_TIMES (10 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; ONLY
+ * (`router` or `direct`) times that side in both places, for a check of the rounds (ratios
+ * about 1); SLICES, a file for the timed slices' clock (to split a `node --cpu-prof` profile by
+ * side).
  * Arguments: `--json` prints the results as JSON only; `--chart <file>` also writes the chart's
  * JSON there.
  */
+import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { loadavg } from 'node:os'
 import {
@@ -324,6 +328,7 @@ export async function routedBench<K extends string = 'shardKey'>(
       await drop()
       const out = { adapter: options.adapter, loadavgStart, ...results, loadavgEnd: loadavg() }
       if (json && output.print !== false) console.log(JSON.stringify(out, null, 2))
+      if (process.env.SLICES) await writeFile(process.env.SLICES, JSON.stringify(slices))
       const chart = 'chart' in output ? output.chart : chartPath
       if (chart) await writeFile(chart, `${JSON.stringify(bench.chart(results.overhead))}\n`)
       log(`${dialect}: load average at end ${out.loadavgEnd.map((n) => n.toFixed(1)).join(' ')}`)
@@ -334,13 +339,49 @@ export async function routedBench<K extends string = 'shardKey'>(
 }
 
 /** Wall time and this process's CPU time (user + system) of `times` runs, in ms. */
-async function timed(run: () => Promise<unknown>, times: number) {
+async function timed(run: () => Promise<unknown>, times: number, side: string, shape: string) {
+  const from = process.hrtime.bigint()
+  const thread = threadNs()
   const start = performance.now()
   const cpu = process.cpuUsage()
   for (let i = 0; i < times; i++) await run()
   const used = process.cpuUsage(cpu)
-  return { ms: performance.now() - start, cpu: (used.user + used.system) / 1000 }
+  const ms = performance.now() - start
+  const cpuMs = (used.user + used.system) / 1000
+  slices.push({
+    side,
+    shape,
+    from: Number(from / 1000n),
+    to: Number(process.hrtime.bigint() / 1000n),
+    cpuMs,
+    threadMs: (threadNs() - thread) / 1e6,
+  })
+  return { ms, cpu: cpuMs }
 }
+
+/** The CPU time of this thread (the main one) in ns, user and kernel, where Linux tells it. */
+function threadNs(): number {
+  if (!process.env.SLICES) return Number.NaN
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0])
+  } catch {
+    return Number.NaN
+  }
+}
+
+/**
+ * Every timed slice: its side, shape, monotonic clock in µs (the clock of a `node --cpu-prof`
+ * profile's samples), the process's CPU ms and the main thread's (Linux), written to SLICES (a
+ * file) at `finish`: a profile of a run split by side, the main thread against the others.
+ */
+const slices: {
+  side: string
+  shape: string
+  from: number
+  to: number
+  cpuMs: number
+  threadMs: number
+}[] = []
 
 const spreadOf = (values: number[]): Spread => ({
   median: median(values),
@@ -366,17 +407,19 @@ async function compare(
       routerCpuMs: [] as number[],
       directCpuMs: [] as number[],
     }
-    const router = () => sides.router(shape.rows)
-    const direct = () => sides.direct(shape.rows)
+    const only = process.env.ONLY as keyof Sides | undefined
+    const router = () => sides[only ?? 'router'](shape.rows)
+    const direct = () => sides[only ?? 'direct'](shape.rows)
     const warmup = Number(process.env.WARMUP ?? 5)
     for (let round = -warmup; round < rounds; round++) {
       // A-B-B-A: each side runs first and last once per round, the first side alternating.
       const routerFirst = Math.abs(round) % 2 === 0
       const [first, second] = routerFirst ? [router, direct] : [direct, router]
-      const t1 = await timed(first, shape.times)
-      const t2 = await timed(second, shape.times)
-      const t3 = await timed(second, shape.times)
-      const t4 = await timed(first, shape.times)
+      const [one, two] = routerFirst ? ['router', 'direct'] : ['direct', 'router']
+      const t1 = await timed(first, shape.times, one, shape.name)
+      const t2 = await timed(second, shape.times, two, shape.name)
+      const t3 = await timed(second, shape.times, two, shape.name)
+      const t4 = await timed(first, shape.times, one, shape.name)
       await reset()
       if (round < 0) continue // warm-up
       const outer = { ms: t1.ms + t4.ms, cpu: t1.cpu + t4.cpu }
