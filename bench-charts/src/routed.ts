@@ -9,19 +9,29 @@
  * ```ts
  * const bench = await routedBench({ adapter: 'TypeORM 1.1.1', prefix: 'sf_bench_routed_typeorm_' })
  * // ... one ORM instance per server on bench.urls.a/b/c (logging into bench.sent), a router
- * const statements = await bench.statements(() => sharded.save(Keyed, bench.rows(1000, 'all')))
  * const overhead = await bench.compare({
  *   router: (size) => sharded.save(Keyed, bench.rows(size)),
  *   direct: (size) => direct.manager.save(Keyed, bench.rows(size)),
- *   reset: () => direct.query('DELETE FROM keyed'),
  * })
+ * const statements = await bench.statements(() => sharded.save(Keyed, bench.rows(1000, 'all')))
  * await bench.finish({ statements, overhead }, () => closeEverything())
  * ```
  *
- * Environment: ROUNDS (11, after one warm-up round), SINGLE_TIMES (100 single-row writes per
- * slice), BATCH_TIMES (3 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX. Arguments:
- * `--json` prints the results as JSON only; `--chart <file>` also writes the chart's JSON there.
+ * Both sides get the same history: `compare` runs before anything else is written (`statements`
+ * refuses to run first), and the harness empties server a's table between rounds on a connection
+ * of its own. A server connection that once ran a large statement can keep the memory it freed
+ * and answer later statements with less work; a side whose connections ran more, or larger,
+ * statements than the other's would not be timed on the same server.
+ *
+ * Environment: ROUNDS (11, after WARMUP warm-up rounds, 5), SINGLE_TIMES (300 single-row writes
+ * per slice), BATCH_TIMES (10 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; ONLY
+ * (`router` or `direct`) times that side in both places, for a check of the rounds (ratios
+ * about 1); SLICES, a file for the timed slices' clock (to split a `node --cpu-prof` profile by
+ * side).
+ * Arguments: `--json` prints the results as JSON only; `--chart <file>` also writes the chart's
+ * JSON there.
  */
+import { readFileSync } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { loadavg } from 'node:os'
 import {
@@ -87,8 +97,6 @@ export interface Sides {
   router: (size: number) => Promise<unknown>
   /** The same rows on server a's database, not routed. */
   direct: (size: number) => Promise<unknown>
-  /** Empties server a's table between rounds. */
-  reset: () => Promise<unknown>
 }
 
 export interface StatementCounts {
@@ -121,14 +129,19 @@ export interface RoutedBench<K extends string = 'shardKey'> {
    */
   rows(size: number, over?: 'a' | 'all'): Record<K, string>[]
   /**
-   * Runs `write` once and counts what each server received. `inserts` counts the INSERTs itself
+   * Runs `write` once and counts what each server received. Runs after `compare` (it throws
+   * otherwise): its write would leave the router's connections with a history the direct side's
+   * do not have. `inserts` counts the INSERTs itself
    * (MariaDB's `Com_insert` of the router's sessions); by default a statement trigger counts them.
    */
   statements(
     write: () => Promise<unknown>,
     inserts?: () => Promise<PerServer<number>>,
   ): Promise<StatementCounts>
-  /** Router against direct, single rows and 1000 rows, A-B-B-A per round after a warm-up round. */
+  /**
+   * Router against direct, single rows and 1000 rows, A-B-B-A per round after the warm-up rounds;
+   * server a's table is emptied after each round, on a connection of the harness.
+   */
   compare(sides: Sides): Promise<Record<string, ShapeResult>>
   /** The chart of `compare`'s figures, one panel per shape and time. */
   chart(overhead: Record<string, ShapeResult>, label?: string): BenchResults
@@ -253,6 +266,7 @@ export async function routedBench<K extends string = 'shardKey'>(
     ) as PerServer<number>
 
   const sent = { a: 0, b: 0, c: 0 }
+  let compared = false
   const diff = (after: PerServer<number>, before: PerServer<number>) =>
     Object.fromEntries(SERVERS.map((s) => [s, after[s] - before[s]])) as PerServer<number>
 
@@ -277,6 +291,11 @@ export async function routedBench<K extends string = 'shardKey'>(
       )
     },
     async statements(write, inserts) {
+      if (!compared) {
+        throw new Error(
+          "statements() runs after compare(): its write would give the router's connections a history the direct side's do not have.",
+        )
+      }
       const countInserts = inserts ?? (() => countEach('SELECT count(*) FROM insert_statements'))
       const insertsBefore = await countInserts()
       const sentBefore = { ...sent }
@@ -292,7 +311,15 @@ export async function routedBench<K extends string = 'shardKey'>(
       )
       return counts
     },
-    compare: (sides) => compare(sides, rounds, (line) => log(`${dialect}: ${line}`)),
+    async compare(sides) {
+      compared = true
+      return compare(
+        sides,
+        () => run('a', ['DELETE FROM keyed']),
+        rounds,
+        (line) => log(`${dialect}: ${line}`),
+      )
+    },
     chart: (overhead, label = options.adapter) => chartOf(overhead, label, loadavgStart),
     drop,
     async finish(results, close, output = {}) {
@@ -301,6 +328,7 @@ export async function routedBench<K extends string = 'shardKey'>(
       await drop()
       const out = { adapter: options.adapter, loadavgStart, ...results, loadavgEnd: loadavg() }
       if (json && output.print !== false) console.log(JSON.stringify(out, null, 2))
+      if (process.env.SLICES) await writeFile(process.env.SLICES, JSON.stringify(slices))
       const chart = 'chart' in output ? output.chart : chartPath
       if (chart) await writeFile(chart, `${JSON.stringify(bench.chart(results.overhead))}\n`)
       log(`${dialect}: load average at end ${out.loadavgEnd.map((n) => n.toFixed(1)).join(' ')}`)
@@ -311,13 +339,49 @@ export async function routedBench<K extends string = 'shardKey'>(
 }
 
 /** Wall time and this process's CPU time (user + system) of `times` runs, in ms. */
-async function timed(run: () => Promise<unknown>, times: number) {
+async function timed(run: () => Promise<unknown>, times: number, side: string, shape: string) {
+  const from = process.hrtime.bigint()
+  const thread = threadNs()
   const start = performance.now()
   const cpu = process.cpuUsage()
   for (let i = 0; i < times; i++) await run()
   const used = process.cpuUsage(cpu)
-  return { ms: performance.now() - start, cpu: (used.user + used.system) / 1000 }
+  const ms = performance.now() - start
+  const cpuMs = (used.user + used.system) / 1000
+  slices.push({
+    side,
+    shape,
+    from: Number(from / 1000n),
+    to: Number(process.hrtime.bigint() / 1000n),
+    cpuMs,
+    threadMs: (threadNs() - thread) / 1e6,
+  })
+  return { ms, cpu: cpuMs }
 }
+
+/** The CPU time of this thread (the main one) in ns, user and kernel, where Linux tells it. */
+function threadNs(): number {
+  if (!process.env.SLICES) return Number.NaN
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0])
+  } catch {
+    return Number.NaN
+  }
+}
+
+/**
+ * Every timed slice: its side, shape, monotonic clock in µs (the clock of a `node --cpu-prof`
+ * profile's samples), the process's CPU ms and the main thread's (Linux), written to SLICES (a
+ * file) at `finish`: a profile of a run split by side, the main thread against the others.
+ */
+const slices: {
+  side: string
+  shape: string
+  from: number
+  to: number
+  cpuMs: number
+  threadMs: number
+}[] = []
 
 const spreadOf = (values: number[]): Spread => ({
   median: median(values),
@@ -327,12 +391,13 @@ const spreadOf = (values: number[]): Spread => ({
 
 async function compare(
   sides: Sides,
+  reset: () => Promise<unknown>,
   rounds: number,
   log: (line: string) => void,
 ): Promise<Record<string, ShapeResult>> {
   const shapes = [
-    { name: '1 row', rows: 1, times: Number(process.env.SINGLE_TIMES ?? 100) },
-    { name: '1000 rows', rows: 1000, times: Number(process.env.BATCH_TIMES ?? 3) },
+    { name: '1 row', rows: 1, times: Number(process.env.SINGLE_TIMES ?? 300) },
+    { name: '1000 rows', rows: 1000, times: Number(process.env.BATCH_TIMES ?? 10) },
   ]
   const out: Record<string, ShapeResult> = {}
   for (const shape of shapes) {
@@ -342,17 +407,20 @@ async function compare(
       routerCpuMs: [] as number[],
       directCpuMs: [] as number[],
     }
-    const router = () => sides.router(shape.rows)
-    const direct = () => sides.direct(shape.rows)
-    for (let round = -1; round < rounds; round++) {
+    const only = process.env.ONLY as keyof Sides | undefined
+    const router = () => sides[only ?? 'router'](shape.rows)
+    const direct = () => sides[only ?? 'direct'](shape.rows)
+    const warmup = Number(process.env.WARMUP ?? 5)
+    for (let round = -warmup; round < rounds; round++) {
       // A-B-B-A: each side runs first and last once per round, the first side alternating.
-      const routerFirst = round % 2 === 0
+      const routerFirst = Math.abs(round) % 2 === 0
       const [first, second] = routerFirst ? [router, direct] : [direct, router]
-      const t1 = await timed(first, shape.times)
-      const t2 = await timed(second, shape.times)
-      const t3 = await timed(second, shape.times)
-      const t4 = await timed(first, shape.times)
-      await sides.reset()
+      const [one, two] = routerFirst ? ['router', 'direct'] : ['direct', 'router']
+      const t1 = await timed(first, shape.times, one, shape.name)
+      const t2 = await timed(second, shape.times, two, shape.name)
+      const t3 = await timed(second, shape.times, two, shape.name)
+      const t4 = await timed(first, shape.times, one, shape.name)
+      await reset()
       if (round < 0) continue // warm-up
       const outer = { ms: t1.ms + t4.ms, cpu: t1.cpu + t4.cpu }
       const inner = { ms: t2.ms + t3.ms, cpu: t2.cpu + t3.cpu }

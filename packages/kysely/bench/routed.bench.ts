@@ -79,16 +79,15 @@ async function benchDialect(dialect: Dialect) {
     )
     return Object.fromEntries(counts)
   }
-  const statements = await bench.statements(
-    () => sharded.insertInto('keyed').values(bench.rows(1000, 'all')).execute(),
-    dialect === 'mysql' ? comInsert : undefined,
-  )
   const direct = servers.a!
   const overhead = await bench.compare({
     router: (size) => sharded.insertInto('keyed').values(bench.rows(size)).execute(),
     direct: (size) => direct.insertInto('keyed').values(bench.rows(size)).execute(),
-    reset: () => sql`DELETE FROM keyed`.execute(direct),
   })
+  const statements = await bench.statements(
+    () => sharded.insertInto('keyed').values(bench.rows(1000, 'all')).execute(),
+    dialect === 'mysql' ? comInsert : undefined,
+  )
   return bench.finish(
     { statements, overhead },
     async () => {

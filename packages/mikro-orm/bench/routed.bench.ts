@@ -56,11 +56,10 @@ const direct = await open(urls.a, () => {})
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const sharded = shardedOrms(homes)
 // Connected before counting: MikroORM's first query on a connection checks the database exists.
-for (const orm of Object.values(servers)) await orm.em.getConnection().execute('SELECT 1')
+for (const orm of [...Object.values(servers), direct]) {
+  await orm.em.getConnection().execute('SELECT 1')
+}
 
-const statements = await bench.statements(() =>
-  sharded.createAndFlush(Keyed, bench.rows(1000, 'all')),
-)
 const overhead = await bench.compare({
   router: (size) => sharded.createAndFlush(Keyed, bench.rows(size)),
   direct: async (size) => {
@@ -68,8 +67,10 @@ const overhead = await bench.compare({
     for (const row of bench.rows(size)) em.create(Keyed, row)
     await em.flush()
   },
-  reset: () => direct.em.getConnection().execute('DELETE FROM keyed'),
 })
+const statements = await bench.statements(() =>
+  sharded.createAndFlush(Keyed, bench.rows(1000, 'all')),
+)
 await bench.finish({ batchSize, statements, overhead }, async () => {
   await homes.close()
   for (const orm of [...Object.values(servers), direct]) await orm.close(true)
