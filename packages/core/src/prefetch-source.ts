@@ -10,8 +10,10 @@ import { readDuration, readInteger } from './source-options'
  * source need no round trip of their own.
  *
  * The trade-off: an ID's embedded time is when the source **made** it, up to `maxAgeMs` before
- * its row is written, so rows from different processes interleave by up to that much; IDs left in
- * a buffer when the process exits are never used (gaps, never repeats).
+ * its row is written, so rows from different processes interleave by up to that much, and rows of
+ * different shards reach a B-tree primary key out of ID order (it fills less compactly: the larger
+ * the buffers and `maxAgeMs`, the more); IDs left in a buffer when the process exits are never used
+ * (gaps, never repeats).
  */
 export interface PrefetchOptions {
   /**
