@@ -70,8 +70,8 @@ export class ShardedIds {
   readonly #keys = new WeakMap<AnyModel, ShardedKey | null>()
   /** Models whose rules were checked against their associations, with how many they had. */
   readonly #checked = new WeakMap<AnyModel, number>()
-  /** The shard of each ID this gave an instance. */
-  readonly #issued = new WeakMap<Model, number>()
+  /** The ID this gave an instance (as stored in it) and its shard. */
+  readonly #issued = new WeakMap<Model, { readonly id: string; readonly shard: number }>()
   /** Instances whose shard another instance's was read from. */
   readonly #parents = new WeakSet<Model>()
   #ready: Promise<void> | true | undefined
@@ -305,7 +305,7 @@ export class ShardedIds {
         }
         continue
       }
-      const issued = this.#issued.get(instance)
+      const issued = this.#issued.get(instance)?.shard
       if (issued === undefined) {
         // The caller's ID: on the shard of the row's rule, unless inside trustSuppliedIds.
         const id = checkSuppliedId(
@@ -340,8 +340,9 @@ export class ShardedIds {
     const place = (ids: readonly bigint[]) => {
       for (let i = 0; i < pending.length; i++) {
         const { instance, key } = pending[i]!
-        instance.setDataValue(key!.attribute, toSigned64(ids[i]!).toString())
-        this.#issued.set(instance, shards[i]!)
+        const id = toSigned64(ids[i]!).toString()
+        instance.setDataValue(key!.attribute, id)
+        this.#issued.set(instance, { id, shard: shards[i]! })
       }
     }
     // Several rows: ascending in row order per model when the source can (in-process, leased),
@@ -354,6 +355,16 @@ export class ShardedIds {
         : allocateIds(this.source, shards)
     if (Array.isArray(ids)) return place(ids)
     return ids.then(place)
+  }
+
+  /**
+   * The shard of the ID this gave `instance`, while `id` (its key attribute's value now) is still
+   * that ID; `undefined` otherwise (an ID given by the caller, or changed since): read it from the ID.
+   * @internal For the routers' home check, which then decodes only what it must.
+   */
+  issuedShardOf(instance: Model, id: unknown): number | undefined {
+    const issued = this.#issued.get(instance)
+    return issued !== undefined && String(id) === issued.id ? issued.shard : undefined
   }
 
   /**

@@ -458,11 +458,16 @@ function addGuards(sequelize: Sequelize, ids: ShardedIds): void {
     const home = homeOf.get(sequelize)
     if (!home) return
     const { homes, server } = home
+    const checked = new Set<number>()
     for (const node of collectNodes(instances, ids.keyOf).values()) {
       if (!node.key) continue
       const id: unknown = node.instance.get(node.key.attribute)
       if (id === undefined || id === null) continue // given its ID (and checked) in its own hook
-      homes.checkHome(server, homes.sharding.shardOfId(id as IdInput))
+      // The shard shardedIds() gave it, unless the ID changed since: then the ID's own.
+      const shard = ids.issuedShardOf(node.instance, id) ?? homes.sharding.shardOfId(id as IdInput)
+      if (checked.has(shard)) continue
+      checked.add(shard)
+      homes.checkHome(server, shard)
     }
   }
   sequelize.addHook('beforeCreate', 'shardflake-home', (instance) => check([instance]))

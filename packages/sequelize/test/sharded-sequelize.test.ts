@@ -36,6 +36,8 @@ const map = new ShardMap(sharding, [
   { from: 32, to: 63, target: 'b' },
 ])
 const idOf = (instance: Model) => instance.get('id') as string
+/** An application hook's doing: the new row with this key gets this ID after shardedIds() gave it one. */
+let swap: { key: string; id: string } | undefined
 
 describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
   const raws: Record<string, RawDatabase> = {}
@@ -51,6 +53,14 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
       raws[name] = raw
       const sequelize = sequelizeOn(raw)
       shardedIds(sequelize, { source })
+      // Runs after shardedIds()'s hooks and before the router's home check (added later).
+      const swapId = (instance: Model) => {
+        if (swap && instance.get('shardKey') === swap.key) instance.setDataValue('id', swap.id)
+      }
+      sequelize.addHook('beforeCreate', 'test-swap-id', swapId)
+      sequelize.addHook('beforeBulkCreate', 'test-swap-id', (instances: Model[]) => {
+        for (const instance of instances) swapId(instance)
+      })
       defineBlog(sequelize)
       sequelize.define('Note', { body: DataTypes.STRING }, { tableName: 'notes' })
       // The keyed table again, its key trimmed by a setter before the rule reads it.
@@ -105,6 +115,24 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
     const created = await sharded.create('Keyed', { shardKey: '40' })
     expect(sharding.shardOfId(idOf(created))).toBe(40)
     expect(await keys('b')).toEqual(['40'])
+  })
+
+  it('checks by its ID a row whose ID an application hook changed after shardedIds() gave it', async () => {
+    // Key '7' is shard 7 (home a); the hook gives its row an ID of shard 40 (home b).
+    const before = await keys('a')
+    swap = { key: '7', id: source.nextId(40).toString() }
+    try {
+      await expect(
+        sharded.bulkCreate('Keyed', [{ shardKey: '8' }, { shardKey: '7' }, { shardKey: '9' }]),
+      ).rejects.toThrow(WrongServerError)
+      await expect(sharded.create('Keyed', { shardKey: '7' })).rejects.toThrow(WrongServerError)
+    } finally {
+      swap = undefined
+    }
+    expect(await keys('a')).toEqual(before)
+    const created = await sharded.bulkCreate('Keyed', [{ shardKey: '7' }, { shardKey: '8' }])
+    expect(created.map((row) => sharding.shardOfId(idOf(row)))).toEqual([7, 8])
+    await raws.a!.query(`DELETE FROM keyed WHERE shard_key IN ('7', '8')`)
   })
 
   it('refuses a nested create whose included parent lives on another server', async () => {
