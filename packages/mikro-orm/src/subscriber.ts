@@ -23,6 +23,7 @@ import {
   MissingShardKeyError,
   ShardConflictError,
   type ShardHomes,
+  ShardKeyChangedError,
   setShardColumn,
   shardColumnOf,
   suppliedIdsTrusted,
@@ -312,7 +313,9 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   /**
    * `em.upsert()`: an async source's ID for data without one (a sync source's came from
    * onCreate). Data with its own ID may update the row of that ID: the rule, applied to the
-   * data, must give the ID's shard (`ShardKeyChangedError`).
+   * data, must give the ID's shard (`ShardKeyChangedError`). So must an entity's ID given at
+   * `em.create()` whose key changed since: a flush gives such an entity a new ID, an upsert
+   * cannot (`ShardKeyChangedError`, nothing written).
    */
   async beforeUpsert({ entity, meta }: EventArgs<object>): Promise<void> {
     const key = shardedKeyOf(meta)
@@ -321,8 +324,23 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     if (id === null || id === undefined) await this.fill([entity], [meta])
     else if (this.#issued.get(entity) !== id) {
       checkUpdate(entity, meta, this.placement, id, 'em.upsert()')
-    }
+    } else this.checkIssuedKey(entity, meta, id)
     this.fillShardColumnOf(entity as Row, meta)
+  }
+
+  /**
+   * An ID given at `em.create()` must still be on the shard its rule gives when the entity is
+   * upserted. @throws ShardKeyChangedError
+   */
+  private checkIssuedKey(entity: object, meta: EntityMetadata, id: unknown): void {
+    const sharding = this.placement.sharding
+    const shard = sharding ? ruleShard(this.placement, entity, meta) : undefined
+    if (!sharding || shard === undefined) return
+    const idShard = sharding.layout.shardOf(toBigInt(id as never))
+    if (idShard === shard) return
+    throw new ShardKeyChangedError(
+      `${meta.className} ${String(id)} got its ID on shard ${idShard} at em.create(), but its shard rule now gives shard ${shard} (its key changed since). Nothing was written: em.upsert() cannot give it another ID. Set the key before em.create(), or persist the entity with em.flush(), which gives it an ID on its new shard.`,
+    )
   }
 
   /** Fills (or checks) the shard column of one row that has its ID. @throws MisplacedIdError */

@@ -21,7 +21,12 @@ import {
   type RawDatabase,
   testSharding,
 } from '@shardflake/conformance'
-import { ConfigurationError, InProcessSource, PrefetchSource } from '@shardflake/core'
+import {
+  ConfigurationError,
+  InProcessSource,
+  PrefetchSource,
+  ShardKeyChangedError,
+} from '@shardflake/core'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { assignShardedIds, shardedId, shardedIds } from '../src'
 import { ShardedId } from '../src/legacy'
@@ -161,6 +166,43 @@ describe('em.upsert', () => {
       expect(shardOf(first.id)).toBe(expectedShard(email, 64))
     },
   )
+})
+
+describe('em.upsert of an entity from em.create()', () => {
+  /** Two emails on different shards. */
+  const emailsOnTwoShards = (tag: string) => {
+    const first = `${tag}-a@example.com`
+    for (let i = 0; ; i++) {
+      const second = `${tag}-b${i}@example.com`
+      if (expectedShard(second, 64) !== expectedShard(first, 64)) return [first, second] as const
+    }
+  }
+  const stored = async (email: string) =>
+    (await raw.query(`SELECT id::text AS id FROM authors WHERE email = $1`, [email])).map((row) =>
+      String(row.id),
+    )
+
+  it('refuses one whose key moved it to another shard since (nothing written); a flush re-keys it', async () => {
+    const [first, second] = emailsOnTwoShards('upsert-moved')
+    const em = syncOrm.em.fork()
+    const author = em.create(Author, { email: first })
+    author.email = second
+    await expect(em.upsert(author)).rejects.toThrow(ShardKeyChangedError)
+    expect(await stored(second)).toEqual([])
+    await em.flush()
+    const [id] = await stored(second)
+    expect(shardOf(BigInt(id!))).toBe(expectedShard(second, 64))
+  })
+
+  it('upserts one whose key still gives its shard', async () => {
+    const [email] = emailsOnTwoShards('upsert-kept')
+    const em = syncOrm.em.fork()
+    const author = em.create(Author, { email })
+    await em.upsert(author)
+    const [id] = await stored(email)
+    expect(id).toBe(String(author.id))
+    expect(shardOf(BigInt(id!))).toBe(expectedShard(email, 64))
+  })
 })
 
 describe('em.insert, em.insertMany and query-builder inserts', () => {
