@@ -117,7 +117,7 @@ describe.each([
             sql = `SELECT shard_${shard}.next_id()::text AS id FROM generate_series(1, 40)`
           else if (op === 2) sql = `SELECT x::text AS id FROM shard_${shard}.next_ids(9) x`
           else if (op === 3)
-            sql = `INSERT INTO ${tables[which]} (session) SELECT ${session} FROM generate_series(1, 30) RETURNING id::text AS id`
+            sql = `INSERT INTO ${tables[which]} (session) SELECT ${session} FROM generate_series(1, 5) RETURNING id::text AS id`
           else {
             sql = `SELECT x::text AS id FROM shard_${shard}.next_ids(${reserveFrom + ((round * 13) % 200)}) x`
           }
@@ -178,7 +178,7 @@ describe.each([
       cancelled > 20 &&
       (codes.get('57014') ?? 0) > 100 &&
       reservations > 100 &&
-      insertedCount > 1000
+      insertedCount > 150
     while (Date.now() - start < runMs || (!enough() && Date.now() - start < maxRunMs)) {
       await sleep(500)
       offset += 1200
@@ -217,7 +217,9 @@ describe.each([
       )
       expect(count!.n).toBe(count!.d)
     }
-    expect(inserted.length).toBeGreaterThan(1000)
+    // Rows through DEFAULT next_id() (5 per INSERT: a longer one, pausing in every other draw,
+    // was nearly always cancelled on a loaded machine: 360 rows in 90 s once).
+    expect(inserted.length).toBeGreaterThan(150)
   }, 180_000)
 })
 
