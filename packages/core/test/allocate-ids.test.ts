@@ -101,14 +101,16 @@ describe('allocateIds', () => {
     const errors: Record<string, string> = {}
     for (const [name, answer] of Object.entries(answers)) {
       for (const synchronous of [true, false]) {
-        const source = {
+        // A source that breaks its contract: what it answers is not the IDs it was asked for.
+        const broken = (shard: number, count: number) => answer(shard, count) as bigint[]
+        const source: IdSource = {
           sharding,
           synchronous,
-          nextId: (shard: number) => (answer(shard, 1) as bigint[])[0],
-          nextIds: (shard: number, count: number) =>
-            synchronous ? answer(shard, count) : Promise.resolve(answer(shard, count)),
+          nextId: (shard) => broken(shard, 1)[0]!,
+          nextIds: (shard, count) =>
+            synchronous ? broken(shard, count) : Promise.resolve(broken(shard, count)),
           close() {},
-        } as unknown as IdSource
+        }
         const error = await (async () => allocateIds(source, [4, 4, 4]))().catch((e) => e)
         errors[`${name}, ${synchronous ? 'sync' : 'async'}`] =
           `${error.constructor.name}: ${error.message}`

@@ -281,9 +281,6 @@ describe('PrefetchSource', () => {
     expect(() => new PrefetchSource(source, { size: 2e6 })).toThrow(
       'PrefetchSource options.size must be an integer from 1 to 1000000, got 2000000.',
     )
-    expect(
-      () => new PrefetchSource(source, { size: 10, refillAhead: 'yes' as unknown as boolean }),
-    ).toThrow('PrefetchSource options.refillAhead must be true or false, got "yes".')
     for (const count of [0, MAX_IDS_PER_CALL + 1]) {
       await expect(async () =>
         new PrefetchSource(source, { size: 10 }).nextIds(5, count),
@@ -298,6 +295,9 @@ describe('PrefetchSource', () => {
     expect(() => construct(undefined, { size: 10 })).toThrow(InvalidArgumentError)
     expect(() => construct(source)).toThrow(InvalidArgumentError)
     expect(() => construct(source, {})).toThrow('PrefetchSource options needs size')
+    expect(() => construct(source, { size: 10, refillAhead: 'yes' })).toThrow(
+      'PrefetchSource options.refillAhead must be true or false, got "yes".',
+    )
     expect(() => construct(source, { size: 10, maxAgeMS: 5 })).toThrow(
       'PrefetchSource options has no option "maxAgeMS". Did you mean "maxAgeMs"?',
     )
