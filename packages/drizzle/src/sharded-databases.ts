@@ -227,15 +227,18 @@ export class ShardedDatabases<D extends object> {
     const homesOf = await this.homes.writeGroups(placed.distinct, (shard) => shard, context?.signal)
     const groups = homesOf.size === 1 ? [placed] : splitByServer(placed, homesOf)
     const handles = [...homesOf.values()].map(({ handle }) => handle)
-    const settled = await Promise.allSettled(
-      groups.map((group, at) => {
-        const insert = insertHost(handles[at]!).insert(table).values(group.rows)
-        // One row's shard is read again by the check: cheaper than handing it over.
-        const values = group.rows.length > 1 ? valuesOf(insert) : undefined
-        if (values) placedRows.set(values, group)
-        return insert
-      }),
-    )
+    const inserts = groups.map((group, at) => {
+      const insert = insertHost(handles[at]!).insert(table).values(group.rows)
+      // One row's shard is read again by the check: cheaper than handing it over.
+      const values = group.rows.length > 1 ? valuesOf(insert) : undefined
+      if (values) placedRows.set(values, group)
+      return insert
+    })
+    if (inserts.length === 1) {
+      await inserts[0]
+      return rows
+    }
+    const settled = await Promise.allSettled(inserts)
     const failed = settled.find((result) => result.status === 'rejected')
     if (failed) throw failed.reason
     return rows

@@ -207,6 +207,14 @@ export class ShardedSequelize {
     const placer = this.placer(name, options?.include)
     const indexed = records.map((values, index) => ({ values, index }))
     const groups = await this.homes.writeGroups(indexed, ({ values }) => placer(values))
+    if (groups.size === 1) {
+      // One server: its instances are the records' in their order.
+      const { handle } = groups.values().next().value!
+      return (await modelOn(handle, name).bulkCreate(
+        [...records],
+        optionsOn(handle, options),
+      )) as M[]
+    }
     const created: M[] = new Array(records.length)
     const outcomes = await Promise.allSettled(
       [...groups.values()].map(async ({ handle, items }) => {

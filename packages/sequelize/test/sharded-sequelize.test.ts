@@ -216,6 +216,23 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
     expect(await column('b', 'SELECT id::text FROM keyed')).toContain(String(onB))
   })
 
+  it('writes a bulkCreate whose rows all live on one server there, in their order', async () => {
+    // Keys '41', '40' and '63' are shards 41, 40 and 63: all on b.
+    const created = await sharded.bulkCreate('Keyed', [
+      { shardKey: '41' },
+      { shardKey: '40' },
+      { shardKey: '63' },
+    ])
+    expect(created.map((row) => row.get('shardKey'))).toEqual(['41', '40', '63'])
+    for (const row of created) expect(row).toBeInstanceOf(model('b', 'Keyed'))
+    const ids = created.map(idOf)
+    const stored = (server: string) =>
+      column(server, `SELECT id::text FROM keyed WHERE id IN (${ids.join(', ')})`)
+    expect((await stored('b')).sort()).toEqual([...ids].sort())
+    expect(await stored('a')).toEqual([])
+    await raws.b!.query(`DELETE FROM keyed WHERE id IN (${ids.join(', ')})`)
+  })
+
   it('places a row by its key as the model stores it, whatever the key', async () => {
     const trimmed = await sharded.create('Trimmed', { shardKey: ' 44 ' })
     expect(sharding.shardOfId(idOf(trimmed))).toBe(44)
