@@ -61,6 +61,29 @@ function leaveNote(request: object, rows: readonly NewRow[], field?: string) {
   })
 }
 
+/** The query hooks of every `shardedIds` extension (the router looks for them). */
+const fillHooks = new WeakSet<object>()
+
+/**
+ * Whether `shardedIds`' hook is the last query hook an `operation` of `model` (its delegate's
+ * name: `post`) runs on `client` (no other extension's hook after it can change the rows), read
+ * from Prisma's list of the client's extensions (not in its public types). `false` when that list
+ * cannot be read.
+ */
+export function endsWithShardedIds(client: unknown, model: string, operation: string): boolean {
+  try {
+    const extensions: unknown = Reflect.get(Object(client), '_extensions')
+    const hooksOf: unknown = isRecord(extensions)
+      ? Reflect.get(extensions, 'getAllQueryCallbacks')
+      : undefined
+    if (typeof hooksOf !== 'function') return false
+    const hooks: unknown = hooksOf.call(extensions, model, operation)
+    return Array.isArray(hooks) && hooks.length > 0 && fillHooks.has(hooks[hooks.length - 1])
+  } catch {
+    return false
+  }
+}
+
 /** What Prisma passes a query hook, as far as the extension reads it. */
 interface QueryHookParams<A, R> {
   model: string
@@ -233,8 +256,9 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
       const request = params.__internalParams
       if (!plan.empty) await plan.assign(source, find, request?.transaction !== undefined)
       const many = operation === 'createMany' || operation === 'createManyAndReturn'
+      const noted = typeof request === 'object' && plan.homeChecked
       if (!many) {
-        if (typeof request === 'object') leaveNote(request, plan.placedRows())
+        if (noted) leaveNote(request, plan.placedRows())
         return query(args)
       }
       // Rows in ID order: the INSERT appends to the primary key's B-tree instead of splitting
@@ -246,7 +270,7 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
           ? plan.sortedById(data)
           : undefined
       plan.writeIdsAsText()
-      if (typeof request === 'object') {
+      if (noted) {
         const rows = sorted?.rows ?? (Array.isArray(data) ? plan.rowsOfData(data) : undefined)
         if (rows) leaveNote(request, rows, field)
       }
@@ -266,6 +290,7 @@ export function shardedIds<const M extends ShardedModels>(options: ShardedIdsOpt
       return (restored.every((row) => row !== undefined) ? restored : result) as R
     }
 
+    fillHooks.add(fill)
     return client.$extends({
       name: '@shardflake/prisma',
       client: { $shardedIds },

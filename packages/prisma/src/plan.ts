@@ -49,6 +49,11 @@ export class IdPlan {
   private readonly columnChanges: { target: ExistingRow; value: unknown; operation: string }[] = []
   /** True inside a transaction: rows it wrote are not visible to `find`. */
   private inTransaction = false
+  /**
+   * `false` when the router sent these rows through a server's client without the home check
+   * (it checked their homes itself): no note for that check is needed.
+   */
+  homeChecked = true
 
   constructor(private readonly models: ShardedModels) {}
 
@@ -100,7 +105,7 @@ export class IdPlan {
    * `routed-rows.ts`): those IDs need no check against their rules.
    */
   adoptRouted(sharding: Sharding): this {
-    adoptRouted(sharding, this.rows)
+    this.homeChecked = adoptRouted(sharding, this.rows)
     return this
   }
 

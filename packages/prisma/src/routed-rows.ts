@@ -23,6 +23,8 @@ interface RoutedWrite {
   readonly modes: readonly (KeyMode | undefined)[]
   /** The shard of each row's ID, which is the shard its rule gives for its key. */
   readonly shards: readonly number[]
+  /** Whether the client the rows are sent through runs the home check after the hook. */
+  readonly homeChecked: boolean
 }
 
 const UNPLACED = Symbol('unplaced')
@@ -57,10 +59,14 @@ export function routedShard(sharding: Sharding, row: NewRow): number {
 
 /**
  * Records the rows of one write the router is about to send a server's client (after
- * {@link routedShard} read each one's shard). Returns the function that forgets them, to call
- * once the write settled.
+ * {@link routedShard} read each one's shard), and whether that client runs the home check.
+ * Returns the function that forgets them, to call once the write settled.
  */
-export function markRouted(sharding: Sharding, rows: readonly NewRow[]): () => void {
+export function markRouted(
+  sharding: Sharding,
+  rows: readonly NewRow[],
+  homeChecked: boolean,
+): () => void {
   const first = rows[0]?.id
   if (first === undefined || inFlight.has(first)) return () => {}
   const n = rows.length
@@ -79,7 +85,7 @@ export function markRouted(sharding: Sharding, rows: readonly NewRow[]): () => v
     modes[i] = placed ? keyMode(rule!) : undefined
     shards[i] = row.shard ?? -1
   }
-  const write: RoutedWrite = { sharding, ids, keys, modes, shards }
+  const write: RoutedWrite = { sharding, ids, keys, modes, shards, homeChecked }
   inFlight.set(first, write)
   return () => {
     if (inFlight.get(first) === write) inFlight.delete(first)
@@ -90,12 +96,14 @@ export function markRouted(sharding: Sharding, rows: readonly NewRow[]): () => v
  * Marks the rows of a server hook's plan that the router placed (same order, same ID, same key
  * read the same way, same sharding) as placed on the shard it recorded: their IDs need no check
  * against their rules.
+ * @returns `false` when the router sent these rows through a client without the home check
+ * (nothing will read a {@link leaveHomeNote}); `true` otherwise.
  */
-export function adoptRouted(sharding: Sharding, rows: readonly NewRow[]): void {
+export function adoptRouted(sharding: Sharding, rows: readonly NewRow[]): boolean {
   const first = rows[0]
-  if (!first?.given) return
+  if (!first?.given) return true
   const write = inFlight.get(first.id!)
-  if (!write || write.sharding !== sharding || write.ids.length !== rows.length) return
+  if (!write || write.sharding !== sharding || write.ids.length !== rows.length) return true
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!
     if (!row.given || row.id !== write.ids[i] || write.keys[i] === UNPLACED) continue
@@ -106,6 +114,7 @@ export function adoptRouted(sharding: Sharding, rows: readonly NewRow[]): void {
     row.shard = write.shards[i]!
     row.verified = true
   }
+  return write.homeChecked
 }
 
 /**

@@ -13,6 +13,7 @@ import {
   type ShardKey,
   WrongServerError,
 } from '@shardflake/core'
+import { endsWithShardedIds } from './extension'
 import type { ModelMetadata, ShardedModels } from './metadata'
 import { type FindField, IdPlan } from './plan'
 import { markRouted, notedShards, routedShard } from './routed-rows'
@@ -204,6 +205,28 @@ export function shardedClients<C extends ShardedIdsHost>(
   }
   const delegateOf = (client: C, model: string) =>
     Reflect.get(client, delegateKey(model)) as Delegate
+  /**
+   * The client a create of the router is sent through: the server's own client when
+   * `shardedIds`' hook is the last query hook it runs for the operation, else the checked one.
+   * Every new row of the create was placed by the router and found on that server by
+   * `writeGroups` (waiting while a shard moves), from the reading the home check would consult a
+   * few microtasks later: with nothing after `shardedIds` to change the rows, the check would
+   * read the same homes again, at the cost of one more query hook (Prisma copies a query's
+   * arguments for each). Kept per server, model and operation; `homeChecked` tells which.
+   */
+  const writers = new Map<string, { delegate: Delegate; homeChecked: boolean }>()
+  const writerOf = (server: string, model: string, operation: string) => {
+    const key = `${server}\u0000${model}\u0000${operation}`
+    let writer = writers.get(key)
+    if (!writer) {
+      const own = homes.handleOf(server)
+      writer = endsWithShardedIds(own, delegateKey(model), operation)
+        ? { delegate: delegateOf(own, model), homeChecked: false }
+        : { delegate: delegateOf(clientOf(server), model), homeChecked: true }
+      writers.set(key, writer)
+    }
+    return writer
+  }
 
   /** Reads `field` of the row matching `where` on the server it routes to, or on every one. */
   const findEverywhere: FindField = async (model, where, field) => {
@@ -237,10 +260,15 @@ export function shardedClients<C extends ShardedIdsHost>(
 
   /**
    * Sends one server the rows placed for it: the server's hook takes their placement instead of
-   * placing them again (`routed-rows.ts`), while they are in flight.
+   * placing them again (`routed-rows.ts`), while they are in flight. `homeChecked`: the client
+   * runs the home check after that hook.
    */
-  const send = async (rows: readonly NewRow[], write: () => Promise<unknown>) => {
-    const forget = idSource.sharding ? markRouted(idSource.sharding, rows) : undefined
+  const send = async (
+    rows: readonly NewRow[],
+    homeChecked: boolean,
+    write: () => Promise<unknown>,
+  ) => {
+    const forget = idSource.sharding ? markRouted(idSource.sharding, rows, homeChecked) : undefined
     try {
       return await write()
     } finally {
@@ -267,8 +295,8 @@ export function shardedClients<C extends ShardedIdsHost>(
     metaOf(model, 'create')
     const copy = copyArgs(args, 'create')
     const rows = await place(model, 'create', copy)
-    const delegate = delegateOf(clientOf(await oneServer(model, rows)), model)
-    return send(rows, () => delegate.create!(copy))
+    const { delegate, homeChecked } = writerOf(await oneServer(model, rows), model, 'create')
+    return send(rows, homeChecked, () => delegate.create!(copy))
   }
 
   const upsert = async (model: string, args: unknown) => {
@@ -286,7 +314,7 @@ export function shardedClients<C extends ShardedIdsHost>(
       server = (await homes.writeHome(routeShard(model, where, 'upsert'))).server
     }
     const delegate = delegateOf(clientOf(server), model)
-    return send(rows, () => delegate.upsert!(copy))
+    return send(rows, true, () => delegate.upsert!(copy))
   }
 
   const createMany = async (model: string, args: unknown, returning: boolean) => {
@@ -300,9 +328,12 @@ export function shardedClients<C extends ShardedIdsHost>(
     const groups = await homes.writeGroups(rows, (row) => routedShard(sharding, row))
     // Rows come back by ID, whatever the select: ask for it, drop it after.
     const { args: asked, added } = returning ? withId(copy, meta.id) : { args: copy, added: false }
-    const delegateAt = (server: string) => delegateOf(clientOf(server), model)[operation]!
-    const writeGroup = (server: string, group: readonly NewRow[]) =>
-      send(group, () => delegateAt(server)({ ...asked, data: group.map((row) => row.data) }))
+    const writeGroup = (server: string, group: readonly NewRow[]) => {
+      const { delegate, homeChecked } = writerOf(server, model, operation)
+      return send(group, homeChecked, () =>
+        delegate[operation]!({ ...asked, data: group.map((row) => row.data) }),
+      )
+    }
     let results: unknown[]
     const only = groups.size === 1 ? [...groups][0]! : undefined
     if (only) {

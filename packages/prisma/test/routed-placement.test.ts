@@ -129,4 +129,39 @@ describe('shardedClients places a row once (Prisma, PostgreSQL)', () => {
     expect(await servers.misplaced({ table: 'keyed', sharding, homeOf })).toEqual([])
     for (const server of ['a', 'b', 'c']) expect(await keysOn(server)).not.toContain(REIDED)
   })
+
+  it('skips the home check only on clients whose last query hook is shardedIds', async () => {
+    const checkHome = vi.spyOn(ShardHomes.prototype, 'checkHome')
+    const plain = Object.fromEntries(
+      servers.servers.map((server) => [
+        server.name,
+        new PrismaClient({
+          adapter: new PrismaPg({ connectionString: server.url, max: 2 }),
+        }).$extends(shardedIds({ source })),
+      ]),
+    )
+    const plainHomes = await ShardHomes.open({ sharding, servers: plain, directory: map })
+    try {
+      const data = Array.from({ length: 30 }, (_, i) => ({ shardKey: `skip-${i}` }))
+      // An extension after shardedIds may change a row: its servers check every home again.
+      expect(await db.keyed.createMany({ data: data.slice(0, 10) })).toEqual({ count: 10 })
+      expect(checkHome).toHaveBeenCalled()
+      checkHome.mockClear()
+      // Nothing after shardedIds: the router's own placement is the check.
+      const routed = shardedClients({ homes: plainHomes })
+      expect(await routed.keyed.createMany({ data: data.slice(10, 29) })).toEqual({ count: 19 })
+      const one = await routed.keyed.create({ data: data[29]! })
+      expect(checkHome).not.toHaveBeenCalled()
+      expect(homeOf(sharding.shardOfId(one.id))).toBeDefined()
+    } finally {
+      checkHome.mockRestore()
+      await plainHomes.close()
+      for (const client of Object.values(plain)) await client.$disconnect()
+    }
+    expect(await servers.misplaced({ table: 'keyed', sharding, homeOf })).toEqual([])
+    const stored = (await Promise.all(['a', 'b', 'c'].map(keysOn))).flat()
+    expect(stored.filter((key) => key.startsWith('skip-')).sort()).toEqual(
+      Array.from({ length: 30 }, (_, i) => `skip-${i}`).sort(),
+    )
+  })
 })

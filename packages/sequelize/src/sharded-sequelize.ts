@@ -82,7 +82,14 @@ export class ShardedSequelize {
   constructor(
     /** The routing this uses: the homes of the logical shards, and a `Sequelize` per server. */
     readonly homes: ShardHomes<Sequelize>,
-  ) {}
+  ) {
+    this.placingSequelize = homes.handleOf(homes.serverNames[0]!)
+  }
+
+  /** The first server's `Sequelize`, whose models place new records (every server has them). */
+  private readonly placingSequelize: Sequelize
+  /** The placer of each model's records written without `include`, by the placing model. */
+  private readonly placers = new WeakMap<AnyModel, (values: object) => number>()
 
   /** The application's sharding. */
   get sharding(): Sharding {
@@ -206,10 +213,16 @@ export class ShardedSequelize {
     checkOptions(options, 'bulkCreate')
     const placer = this.placer(name, options?.include)
     const indexed = records.map((values, index) => ({ values, index }))
-    const groups = await this.homes.writeGroups(indexed, ({ values }) => placer(values))
-    if (groups.size === 1) {
+    // One record has one home: no grouping to do.
+    const groups =
+      indexed.length === 1
+        ? undefined
+        : await this.homes.writeGroups(indexed, ({ values }) => placer(values))
+    if (!groups || groups.size === 1) {
       // One server: its instances are the records' in their order.
-      const { handle } = groups.values().next().value!
+      const { handle } = groups
+        ? groups.values().next().value!
+        : await this.homes.writeHome(placer(records[0]!))
       return (await modelOn(handle, name).bulkCreate(
         [...records],
         optionsOn(handle, options),
@@ -343,9 +356,19 @@ export class ShardedSequelize {
    * instance built (not saved) with the first server's model and the call's includes.
    */
   private placer(name: string, include: unknown): (values: object) => number {
-    const [first] = this.homes.serverNames
-    const sequelize = this.homes.handleOf(first!)
-    const model = modelOn(sequelize, name)
+    const model = modelOn(this.placingSequelize, name)
+    if (include !== undefined) return this.newPlacer(model, include)
+    let placer = this.placers.get(model)
+    if (!placer) {
+      placer = this.newPlacer(model, undefined)
+      this.placers.set(model, placer)
+    }
+    return placer
+  }
+
+  private newPlacer(model: AnyModel, include: unknown): (values: object) => number {
+    const name = model.name
+    const sequelize = this.placingSequelize
     const ids = installationOf(sequelize)!
     const key = ids.keyOf(model)
     if (!key) {
@@ -553,13 +576,15 @@ function nameOf(model: ModelName): string {
 }
 
 function modelOn(sequelize: Sequelize, name: string): AnyModel {
-  if (!sequelize.isDefined(name)) {
+  // `sequelize.models` holds the defined models by name (`model(name)` searches a list for it).
+  const model = Object.hasOwn(sequelize.models, name) ? sequelize.models[name] : undefined
+  if (!model) {
     const server = homeOf.get(sequelize)?.server
     throw new ConfigurationError(
       `Model ${JSON.stringify(name)} is not defined on the Sequelize of server ${JSON.stringify(server ?? '?')}: define every model on every server's Sequelize.`,
     )
   }
-  return sequelize.model(name)
+  return model
 }
 
 function checkValues(values: unknown, call: string): void {

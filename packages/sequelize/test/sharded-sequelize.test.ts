@@ -233,6 +233,23 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
     await raws.b!.query(`DELETE FROM keyed WHERE id IN (${ids.join(', ')})`)
   })
 
+  it('writes a one-record bulkCreate on its home, whichever server that is', async () => {
+    // Keys '3', '41' and '63' are shards 3, 41 and 63: on a, b and b.
+    for (const [key, server] of [
+      ['3', 'a'],
+      ['41', 'b'],
+      ['63', 'b'],
+    ] as const) {
+      const [created] = await sharded.bulkCreate('Keyed', [{ shardKey: key }])
+      expect(created).toBeInstanceOf(model(server, 'Keyed'))
+      const id = idOf(created!)
+      const stored = (on: string) => column(on, `SELECT id::text FROM keyed WHERE id = ${id}`)
+      expect(await stored(server)).toEqual([id])
+      expect(await stored(server === 'a' ? 'b' : 'a')).toEqual([])
+      await raws[server]!.query(`DELETE FROM keyed WHERE id = ${id}`)
+    }
+  })
+
   it('places a row by its key as the model stores it, whatever the key', async () => {
     const trimmed = await sharded.create('Trimmed', { shardKey: ' 44 ' })
     expect(sharding.shardOfId(idOf(trimmed))).toBe(44)
