@@ -223,17 +223,17 @@ export class ShardedDatabases<D extends object> {
     await this.ids.assign(table, list as never[], context)
     const { key } = sharded
     const placed = placeRows(list, key, this.sharding)
+    if (placed.distinct.length === 1) {
+      // One shard: its home (waiting while it is being moved), one INSERT there.
+      const { handle } = await this.homes.writeHome(placed.distinct[0]!, context?.signal)
+      await insertOn(handle, table, placed)
+      return rows
+    }
     // Where each of the write's shards lives (waiting while one is being moved); then its rows.
     const homesOf = await this.homes.writeGroups(placed.distinct, (shard) => shard, context?.signal)
     const groups = homesOf.size === 1 ? [placed] : splitByServer(placed, homesOf)
     const handles = [...homesOf.values()].map(({ handle }) => handle)
-    const inserts = groups.map((group, at) => {
-      const insert = insertHost(handles[at]!).insert(table).values(group.rows)
-      // One row's shard is read again by the check: cheaper than handing it over.
-      const values = group.rows.length > 1 ? valuesOf(insert) : undefined
-      if (values) placedRows.set(values, group)
-      return insert
-    })
+    const inserts = groups.map((group, at) => insertOn(handles[at]!, table, group))
     if (inserts.length === 1) {
       await inserts[0]
       return rows
@@ -520,6 +520,15 @@ function placeRows(rows: Row[], key: string, sharding: Sharding): PlacedRows {
     distinct.add(shard)
   })
   return { rows, ids, shards, distinct: [...distinct] }
+}
+
+/** The INSERT of a server's rows through its database, their shards handed to its home check. */
+function insertOn(handle: object, table: Table, group: PlacedRows): PromiseLike<unknown> {
+  const insert = insertHost(handle).insert(table).values(group.rows)
+  // One row's shard is read again by the check: cheaper than handing it over.
+  const values = group.rows.length > 1 ? valuesOf(insert) : undefined
+  if (values) placedRows.set(values, group)
+  return insert
 }
 
 /** The rows of each server, in the order of `homesOf` (core's `writeGroups` of the shards). */

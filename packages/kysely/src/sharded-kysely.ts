@@ -654,12 +654,14 @@ class RoutingConnection<DB> implements DatabaseConnection {
     if (shards.length === 0) {
       throw new InvalidArgumentError(`An INSERT INTO ${placement.spec.name} without rows.`)
     }
+    const unique = distinct(shards)
+    if (unique.length === 1) {
+      // One shard: its home (waiting while it is being moved), the INSERT as it is.
+      const { handle } = await this.homes.writeHome(unique[0]!, options?.signal)
+      return this.send<R>(handle, compiled, undefined, options)
+    }
     // The servers of the distinct shards (waiting while any moves), then the rows of each.
-    const homesOf = await this.homes.writeGroups(
-      distinct(shards),
-      (shard) => shard,
-      options?.signal,
-    )
+    const homesOf = await this.homes.writeGroups(unique, (shard) => shard, options?.signal)
     if (homesOf.size === 1) {
       const { handle } = homesOf.values().next().value!
       return this.send<R>(handle, compiled, undefined, options)

@@ -137,16 +137,22 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
       }
     }
     const meta = this.metadataOf(entityName as EntityName<object>)
-    const indexed = data.map((item, index) => ({ item, index }))
-    const groups = await this.homes.writeGroups(indexed, ({ item }) => this.shardOf(meta, item))
     const created: T[] = new Array(data.length)
-    await Promise.all(
-      [...groups.values()].map(async ({ handle, items }) => {
-        const em = handle.em.fork()
-        for (const { item, index } of items) created[index] = em.create(entityName, item)
-        await em.flush()
-      }),
+    const flushOn = async (orm: O, indexes: readonly number[]) => {
+      const em = orm.em.fork()
+      for (const index of indexes) created[index] = em.create(entityName, data[index]!)
+      await em.flush()
+    }
+    if (data.length === 1) {
+      const { handle } = await this.homes.writeHome(this.shardOf(meta, data[0]!))
+      await flushOn(handle, [0])
+      return created
+    }
+    const groups = await this.homes.writeGroups(
+      data.map((_, index) => index),
+      (index) => this.shardOf(meta, data[index]!),
     )
+    await Promise.all([...groups.values()].map(({ handle, items }) => flushOn(handle, items)))
     return created
   }
 

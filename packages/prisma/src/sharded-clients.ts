@@ -112,6 +112,11 @@ export interface ShardedClientsOptions<C> {
 
 /** A model delegate as the router calls it. */
 type Delegate = Record<string, (args?: unknown) => Promise<unknown>>
+/** How the router sends a create to one server: see `writerOf`. */
+interface Writer {
+  readonly delegate: Delegate
+  readonly homeChecked: boolean
+}
 
 const delegateKey = (model: string) => model.charAt(0).toLowerCase() + model.slice(1)
 
@@ -209,21 +214,30 @@ export function shardedClients<C extends ShardedIdsHost>(
    * The client a create of the router is sent through: the server's own client when
    * `shardedIds`' hook is the last query hook it runs for the operation, else the checked one.
    * Every new row of the create was placed by the router and found on that server by
-   * `writeGroups` (waiting while a shard moves), from the reading the home check would consult a
+   * `writeHome` or `writeGroups` (waiting while a shard moves), from the reading the home check would consult a
    * few microtasks later: with nothing after `shardedIds` to change the rows, the check would
    * read the same homes again, at the cost of one more query hook (Prisma copies a query's
    * arguments for each). Kept per server, model and operation; `homeChecked` tells which.
    */
-  const writers = new Map<string, { delegate: Delegate; homeChecked: boolean }>()
-  const writerOf = (server: string, model: string, operation: string) => {
-    const key = `${server}\u0000${model}\u0000${operation}`
-    let writer = writers.get(key)
+  const writers = new Map<string, Map<string, Map<string, Writer>>>()
+  const writerOf = (server: string, model: string, operation: string): Writer => {
+    let byModel = writers.get(server)
+    if (!byModel) {
+      byModel = new Map()
+      writers.set(server, byModel)
+    }
+    let byOperation = byModel.get(model)
+    if (!byOperation) {
+      byOperation = new Map()
+      byModel.set(model, byOperation)
+    }
+    let writer = byOperation.get(operation)
     if (!writer) {
       const own = homes.handleOf(server)
       writer = endsWithShardedIds(own, delegateKey(model), operation)
         ? { delegate: delegateOf(own, model), homeChecked: false }
         : { delegate: delegateOf(clientOf(server), model), homeChecked: true }
-      writers.set(key, writer)
+      byOperation.set(operation, writer)
     }
     return writer
   }
@@ -278,6 +292,7 @@ export function shardedClients<C extends ShardedIdsHost>(
 
   /** The one server of a single write's rows; refuses rows that would span servers. */
   const oneServer = async (model: string, rows: readonly NewRow[]) => {
+    if (rows.length === 1) return (await homes.writeHome(routedShard(sharding, rows[0]!))).server
     const groups = await homes.writeGroups(rows, (row) => routedShard(sharding, row))
     if (groups.size !== 1) {
       const where = [...groups].map(
@@ -325,7 +340,11 @@ export function shardedClients<C extends ShardedIdsHost>(
     if (items.length === 0) return returning ? [] : { count: 0 }
     // One placed row per object of `data`, in its order.
     const rows = await place(model, operation, copy)
-    const groups = await homes.writeGroups(rows, (row) => routedShard(sharding, row))
+    // One row has one home: no grouping to do.
+    const groups =
+      rows.length === 1
+        ? undefined
+        : await homes.writeGroups(rows, (row) => routedShard(sharding, row))
     // Rows come back by ID, whatever the select: ask for it, drop it after.
     const { args: asked, added } = returning ? withId(copy, meta.id) : { args: copy, added: false }
     const writeGroup = (server: string, group: readonly NewRow[]) => {
@@ -335,9 +354,11 @@ export function shardedClients<C extends ShardedIdsHost>(
       )
     }
     let results: unknown[]
-    const only = groups.size === 1 ? [...groups][0]! : undefined
-    if (only) {
-      results = [await writeGroup(only[0], only[1].items)]
+    if (!groups || groups.size === 1) {
+      const server = groups
+        ? groups.keys().next().value!
+        : (await homes.writeHome(routedShard(sharding, rows[0]!))).server
+      results = [await writeGroup(server, rows)]
     } else {
       const settled = await Promise.allSettled(
         [...groups].map(([server, group]) => writeGroup(server, group.items)),

@@ -82,6 +82,13 @@ describe('shardedClients places a row once (Prisma, PostgreSQL)', () => {
 
   afterAll(() => closeHomes(homes, source, servers))
 
+  /** The first key `<tag>-<n>` whose shard lives on `server`. */
+  const keyOn = (server: string, tag: string) => {
+    for (let n = 0; ; n++) {
+      if (homeOf(sharding.shardForKey(`${tag}-${n}`)) === server) return `${tag}-${n}`
+    }
+  }
+
   /** The shard keys on each server (raw SQL). */
   const keysOn = async (server: string) =>
     (await servers.server(server).query('SELECT shard_key FROM keyed')).map(
@@ -151,6 +158,14 @@ describe('shardedClients places a row once (Prisma, PostgreSQL)', () => {
       const routed = shardedClients({ homes: plainHomes })
       expect(await routed.keyed.createMany({ data: data.slice(10, 29) })).toEqual({ count: 19 })
       const one = await routed.keyed.create({ data: data[29]! })
+      // One row per call, for each server: its own client, no check behind it.
+      for (const server of ['a', 'b', 'c']) {
+        const shardKey = keyOn(server, 'one')
+        expect(await routed.keyed.createMany({ data: [{ shardKey }] })).toEqual({ count: 1 })
+        const returned = keyOn(server, 'returned')
+        const [made] = await routed.keyed.createManyAndReturn({ data: [{ shardKey: returned }] })
+        expect(sharding.shardOfId(made!.id)).toBe(sharding.shardForKey(returned))
+      }
       expect(checkHome).not.toHaveBeenCalled()
       expect(sharding.shardOfId(one.id)).toBe(sharding.shardForKey('skip-29'))
     } finally {
@@ -163,5 +178,9 @@ describe('shardedClients places a row once (Prisma, PostgreSQL)', () => {
     expect(stored.filter((key) => key.startsWith('skip-')).sort()).toEqual(
       Array.from({ length: 30 }, (_, i) => `skip-${i}`).sort(),
     )
+    for (const server of ['a', 'b', 'c']) {
+      const ones = (await keysOn(server)).filter((key) => /^(one|returned)-/.test(key))
+      expect(ones.sort()).toEqual([keyOn(server, 'one'), keyOn(server, 'returned')])
+    }
   })
 })

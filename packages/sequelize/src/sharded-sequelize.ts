@@ -25,7 +25,8 @@ import {
   type TransactionOptions,
 } from 'sequelize'
 import { belongsToWithKey } from './checks'
-import { collectNodes, Placement } from './placement'
+import { collectNodes, hasIncludes, Placement } from './placement'
+import type { ShardedKey } from './sharded-id'
 import { installationOf, type ShardedIds } from './sharded-ids'
 
 type AnyModel = ModelStatic<Model>
@@ -212,12 +213,14 @@ export class ShardedSequelize {
     for (const values of records) checkValues(values, 'bulkCreate')
     checkOptions(options, 'bulkCreate')
     const placer = this.placer(name, options?.include)
-    const indexed = records.map((values, index) => ({ values, index }))
     // One record has one home: no grouping to do.
     const groups =
-      indexed.length === 1
+      records.length === 1
         ? undefined
-        : await this.homes.writeGroups(indexed, ({ values }) => placer(values))
+        : await this.homes.writeGroups(
+            records.map((_, index) => index),
+            (index) => placer(records[index]!),
+          )
     if (!groups || groups.size === 1) {
       // One server: its instances are the records' in their order.
       const { handle } = groups
@@ -232,11 +235,11 @@ export class ShardedSequelize {
     const outcomes = await Promise.allSettled(
       [...groups.values()].map(async ({ handle, items }) => {
         const instances = await modelOn(handle, name).bulkCreate(
-          items.map((item) => item.values),
+          items.map((index) => records[index]!),
           optionsOn(handle, options),
         )
         instances.forEach((instance, i) => {
-          created[items[i]!.index] = instance as M
+          created[items[i]!] = instance as M
         })
       }),
     )
@@ -490,15 +493,23 @@ function addGuards(sequelize: Sequelize, ids: ShardedIds): void {
     if (!home) return
     const { homes, server } = home
     const checked = new Set<number>()
-    for (const node of collectNodes(instances, ids.keyOf).values()) {
-      if (!node.key) continue
-      const id: unknown = node.instance.get(node.key.attribute)
-      if (id === undefined || id === null) continue // given its ID (and checked) in its own hook
+    const checkRow = (instance: Model, key: ShardedKey | undefined) => {
+      if (!key) return
+      const id: unknown = instance.get(key.attribute)
+      if (id === undefined || id === null) return // given its ID (and checked) in its own hook
       // The shard shardedIds() gave it, unless the ID changed since: then the ID's own.
-      const shard = ids.issuedShardOf(node.instance, id) ?? homes.sharding.shardOfId(id as IdInput)
-      if (checked.has(shard)) continue
+      const shard = ids.issuedShardOf(instance, id) ?? homes.sharding.shardOfId(id as IdInput)
+      if (checked.has(shard)) return
       checked.add(shard)
       homes.checkHome(server, shard)
+    }
+    if (instances.some(hasIncludes)) {
+      for (const node of collectNodes(instances, ids.keyOf).values())
+        checkRow(node.instance, node.key)
+    } else {
+      // No includes: the instances are every row of the write.
+      for (const instance of instances)
+        checkRow(instance, ids.keyOf(instance.constructor as AnyModel))
     }
   }
   sequelize.addHook('beforeCreate', 'shardflake-home', (instance) => check([instance]))

@@ -169,6 +169,11 @@ export class ShardedDataSources {
         `${metadata.name} has no @ShardedId key, so nothing says which server holds it: give it one, or write it through forShard(shard).`,
       )
     }
+    if (list.length === 1) {
+      const { handle } = await this.homes.writeHome(this.shardOf(metadata, sharded, list[0]!))
+      await handle.manager.save(target, list, options)
+      return entities
+    }
     const groups = await this.homes.writeGroups(list, (entity) =>
       this.shardOf(metadata, sharded, entity),
     )
