@@ -67,6 +67,11 @@ describe('shardedOrms (MikroORM, PostgreSQL)', () => {
     em.create(Keyed, { shardKey: '40' })
     await expect(em.flush()).rejects.toThrow(WrongServerError)
     expect(await keyedRows('a')).toEqual([])
+    // Rows of a first, then one of b (shard 50): every row's home is checked, not only the first.
+    const mixed = orms.a!.em.fork()
+    for (const shardKey of ['1', '2', '3', '50']) mixed.create(Keyed, { shardKey })
+    await expect(mixed.flush()).rejects.toThrow(WrongServerError)
+    expect(await keyedRows('a')).toEqual([])
     const [created] = await sharded.createAndFlush(Keyed, [{ shardKey: '40' }])
     expect(sharding.shardOfId(created!.id)).toBe(40)
     expect(await keyedRows('b')).toEqual(['40'])
