@@ -214,10 +214,10 @@ export function shardedClients<C extends ShardedIdsHost>(
    * The client a create of the router is sent through: the server's own client when
    * `shardedIds`' hook is the last query hook it runs for the operation, else the checked one.
    * Every new row of the create was placed by the router and found on that server by
-   * `writeHome` or `writeGroups` (waiting while a shard moves), from the reading the home check would consult a
-   * few microtasks later: with nothing after `shardedIds` to change the rows, the check would
-   * read the same homes again, at the cost of one more query hook (Prisma copies a query's
-   * arguments for each). Kept per server, model and operation; `homeChecked` tells which.
+   * `writeHome` or `writeGroups` (waiting while a shard moves), from the reading the home check
+   * would consult a few microtasks later: with nothing after `shardedIds` to change the rows, the
+   * check would read the same homes again, at the cost of one more query hook (Prisma copies a
+   * query's arguments for each). Kept per server, model and operation; `homeChecked` tells which.
    */
   const writers = new Map<string, Map<string, Map<string, Writer>>>()
   const writerOf = (server: string, model: string, operation: string): Writer => {
