@@ -24,7 +24,9 @@
  * statements than the other's would not be timed on the same server.
  *
  * Environment: ROUNDS (11, after WARMUP warm-up rounds, 5), SINGLE_TIMES (300 single-row writes
- * per slice), BATCH_TIMES (10 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; ONLY
+ * per slice), BATCH_TIMES (10 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; KEYS
+ * (`digits`, the default: keys '0' to '63', read as integers; `text`: keys such as 'tenant-17',
+ * hashed, one per shard); ONLY
  * (`router` or `direct`) times that side in both places, for a check of the rounds (ratios
  * about 1); SLICES, a file for the timed slices' clock (to split a `node --cpu-prof` profile by
  * side).
@@ -272,6 +274,7 @@ export async function routedBench<K extends string = 'shardKey'>(
 
   const sent = { a: 0, b: 0, c: 0 }
   let compared = false
+  const keyOfShard = keysOfShards(sharding)
   const diff = (after: PerServer<number>, before: PerServer<number>) =>
     Object.fromEntries(SERVERS.map((s) => [s, after[s] - before[s]])) as PerServer<number>
 
@@ -292,7 +295,7 @@ export async function routedBench<K extends string = 'shardKey'>(
       const shards = over === 'all' ? 64 : RANGES.a[1] + 1
       return Array.from(
         { length: size },
-        (_, i) => ({ [keyField]: String(i % shards) }) as Record<K, string>,
+        (_, i) => ({ [keyField]: keyOfShard[i % shards] }) as Record<K, string>,
       )
     },
     async statements(write, inserts) {
@@ -331,7 +334,13 @@ export async function routedBench<K extends string = 'shardKey'>(
       await close()
       await source.close()
       await drop()
-      const out = { adapter: options.adapter, loadavgStart, ...results, loadavgEnd: loadavg() }
+      const out = {
+        adapter: options.adapter,
+        keys: process.env.KEYS ?? 'digits',
+        loadavgStart,
+        ...results,
+        loadavgEnd: loadavg(),
+      }
       if (json && output.print !== false) console.log(JSON.stringify(out, null, 2))
       if (process.env.SLICES) await writeFile(process.env.SLICES, JSON.stringify(slices))
       const chart = 'chart' in output ? output.chart : chartPath
@@ -341,6 +350,27 @@ export async function routedBench<K extends string = 'shardKey'>(
     },
   }
   return bench
+}
+
+/**
+ * A shard key for each of the 64 logical shards: '0' to '63' (read as integers), or with
+ * KEYS=text the first 'tenant-N' that hashes to each shard.
+ */
+function keysOfShards(sharding: Sharding): string[] {
+  const keys = Array.from({ length: sharding.logicalShards }, (_, shard) => String(shard))
+  if ((process.env.KEYS ?? 'digits') === 'digits') return keys
+  if (process.env.KEYS !== 'text')
+    throw new Error(`KEYS is digits or text, got ${process.env.KEYS}.`)
+  let found = 0
+  for (let n = 0; found < keys.length; n++) {
+    const key = `tenant-${n}`
+    const shard = sharding.shardForKey(key)
+    if (keys[shard] === String(shard)) {
+      keys[shard] = key
+      found++
+    }
+  }
+  return keys
 }
 
 /** Wall time and this process's CPU time (user + system) of `times` runs, in ms. */

@@ -19,8 +19,6 @@ export const MAX_KEY_LENGTH = 1024
 /** `Number.MIN_SAFE_INTEGER` and `Number.MAX_SAFE_INTEGER` as bigints. */
 const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER)
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
-/** Shared by every hash: one encoder, not one per key. */
-const utf8 = new TextEncoder()
 
 /** What `'auto'` reads as an integer: ASCII digits, an optional leading minus, nothing else. */
 const DIGITS = /^-?[0-9]+$/
@@ -101,12 +99,47 @@ export function hashShard(key: string, logicalShards: number): number {
   return fnv1a32(key) % count
 }
 
-/** 32-bit FNV-1a of the UTF-8 bytes of `text`, as an unsigned integer. */
+/** FNV-1a's 32-bit offset basis (as a signed 32-bit integer, so the hash stays one) and prime. */
+const FNV_OFFSET = 0x811c9dc5 | 0
+const FNV_PRIME = 0x01000193
+
+/**
+ * 32-bit FNV-1a of the UTF-8 bytes of `text`, as an unsigned integer. The bytes are those
+ * `TextEncoder` gives (a lone surrogate counts as U+FFFD), read off the string as it is walked,
+ * without encoding it first.
+ * @throws InvalidArgumentError when `text` is not a string.
+ */
 export function fnv1a32(text: string): number {
-  let hash = 0x811c9dc5
-  for (const byte of utf8.encode(text)) {
-    hash ^= byte
-    hash = Math.imul(hash, 0x01000193)
+  if (typeof text !== 'string') {
+    throw new InvalidArgumentError(`A hashed key must be a string, got ${describeValue(text)}.`)
+  }
+  let hash = FNV_OFFSET
+  const length = text.length
+  for (let index = 0; index < length; index++) {
+    let code = text.charCodeAt(index)
+    if (code < 0x80) {
+      hash = Math.imul(hash ^ code, FNV_PRIME)
+      continue
+    }
+    if (code < 0x800) {
+      hash = Math.imul(hash ^ (0xc0 | (code >> 6)), FNV_PRIME)
+    } else {
+      if (code >= 0xd800 && code <= 0xdfff) {
+        const next = index + 1 < length ? text.charCodeAt(index + 1) : 0
+        if (code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+          // A surrogate pair: one code point past U+FFFF, four bytes.
+          code = 0x10000 + ((code - 0xd800) << 10) + (next - 0xdc00)
+          index++
+          hash = Math.imul(hash ^ (0xf0 | (code >> 18)), FNV_PRIME)
+          hash = Math.imul(hash ^ (0x80 | ((code >> 12) & 0x3f)), FNV_PRIME)
+        } else {
+          code = 0xfffd
+        }
+      }
+      if (code < 0x10000) hash = Math.imul(hash ^ (0xe0 | (code >> 12)), FNV_PRIME)
+      hash = Math.imul(hash ^ (0x80 | ((code >> 6) & 0x3f)), FNV_PRIME)
+    }
+    hash = Math.imul(hash ^ (0x80 | (code & 0x3f)), FNV_PRIME)
   }
   return hash >>> 0
 }
@@ -156,10 +189,31 @@ export function shardForKey(
     throw new MissingShardKeyError('The shard key is missing (null or undefined).')
   }
   if (typeof key === 'string') {
+    const integer = mode === 'auto' ? shortInteger(key) : undefined
+    if (integer !== undefined) {
+      const count = checkLogicalShards(logicalShards)
+      return ((integer % count) + count) % count
+    }
     checkStringKey(key)
     if (mode === 'hash' || !DIGITS.test(key)) return hashShard(key, logicalShards)
   }
   return integerShard(key, logicalShards)
+}
+
+/**
+ * The value of a string of at most 15 characters that `'auto'` reads as an integer (ASCII
+ * digits after an optional '-'), exact in a double; `undefined` for any other string.
+ */
+function shortInteger(key: string): number | undefined {
+  const length = key.length
+  if (length === 0 || length > 15) return undefined
+  let index = key.charCodeAt(0) === 0x2d ? 1 : 0
+  if (index === length) return undefined
+  for (; index < length; index++) {
+    const code = key.charCodeAt(index)
+    if (code < 0x30 || code > 0x39) return undefined
+  }
+  return Number(key)
 }
 
 function checkStringKey(key: string): void {

@@ -16,6 +16,7 @@ import {
   type ShardKey,
   toBigInt,
 } from '@shardflake/core'
+import type { Placement } from './placement'
 import { shardedKeyOf } from './sharded-id'
 import { ShardedIdSubscriber } from './subscriber'
 
@@ -54,11 +55,17 @@ const routers = new WeakMap<ShardHomes<MikroORM>, ShardedOrms<MikroORM>>()
  * ```
  */
 export class ShardedOrms<O extends MikroORM = MikroORM> {
+  /** Applies the shard rules to new entity data (any server's: each has the same entities). */
+  readonly #placement: Placement
+
   /** @internal Made by {@link shardedOrms}. */
   constructor(
     /** The routing this uses: the homes of the logical shards, and a MikroORM per server. */
     readonly homes: ShardHomes<O>,
-  ) {}
+  ) {
+    const [first] = homes.serverNames
+    this.#placement = subscriberOf(homes.handleOf(first!))!.placement
+  }
 
   /** The application's sharding. */
   get sharding(): Sharding {
@@ -272,8 +279,7 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
     if (id !== undefined && id !== null) {
       return this.sharding.shardOfId(toBigInt(id as IdInput, `${meta.className}.${key.prop.name}`))
     }
-    const [first] = this.homes.serverNames
-    return subscriberOf(this.homes.handleOf(first!))!.placement.shardOf(data, meta)
+    return this.#placement.shardOf(data, meta)
   }
 }
 

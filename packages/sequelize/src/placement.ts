@@ -76,20 +76,27 @@ export function collectNodes(
 
 /** True when a new instance was built with `include` (a nested create). */
 export function hasIncludes(instance: Model): boolean {
-  return includesOf(instance).length > 0
+  // Most instances were built without one: no filtered list is made for them.
+  return builtInclude(instance) !== undefined && includesOf(instance).length > 0
 }
 
-function includesOf(instance: Model): readonly BuiltInclude[] {
+/** The `include` option an instance was built with, if it has one. */
+function builtInclude(instance: Model): unknown[] | undefined {
   const options: unknown = Reflect.get(instance, '_options')
   const include: unknown =
     typeof options === 'object' && options !== null ? Reflect.get(options, 'include') : undefined
-  if (!Array.isArray(include)) return []
+  return Array.isArray(include) && include.length > 0 ? include : undefined
+}
+
+function includesOf(instance: Model): readonly BuiltInclude[] {
+  const include = builtInclude(instance)
+  if (!include) return []
   return include.filter(
     (item): item is BuiltInclude =>
       typeof item === 'object' &&
       item !== null &&
-      typeof item.as === 'string' &&
-      typeof item.association === 'object',
+      typeof Reflect.get(item, 'as') === 'string' &&
+      typeof Reflect.get(item, 'association') === 'object',
   )
 }
 

@@ -383,6 +383,8 @@ export class ShardedSequelize {
     const buildOptions =
       include === undefined ? {} : { include: remapInclude(include, sequelize) as Includeable[] }
     const direct = directRead(model, key.spec.rule)
+    // The record `direct` places by: its one attribute, set per record (no object per record).
+    const view: Record<string, unknown> = {}
     return (values) => {
       const id: unknown = Reflect.get(values, key.attribute)
       if (id !== undefined && id !== null) {
@@ -393,7 +395,8 @@ export class ShardedSequelize {
         if (typeof value === 'string' || typeof value === 'number' || typeof value === 'bigint') {
           if (direct.parent) return sharding.shardOfId(toBigInt(value, `Parent ID of ${name}`))
           const rule = key.spec.rule as ShardRule<Record<string, unknown>>
-          return sharding.resolveShard(rule, { [direct.attribute]: value }, name)
+          view[direct.attribute] = value
+          return sharding.resolveShard(rule, view, name)
         }
       }
       const instance = model.build(values as Record<string, unknown>, buildOptions)
