@@ -55,10 +55,8 @@ export function integerShard(key: bigint | number | string, logicalShards: numbe
     return ((value % count) + count) % count
   }
   // At most 15 characters (a sign and 14 digits, or 15 digits): below 10^15 < 2^53.
-  if (typeof key === 'string' && key.length <= 15 && DIGITS.test(key)) {
-    const value = Number(key)
-    return ((value % count) + count) % count
-  }
+  const short = typeof key === 'string' ? shortInteger(key) : undefined
+  if (short !== undefined) return ((short % count) + count) % count
   const value = readIntegerKey(key)
   const shards = BigInt(count)
   return Number(((value % shards) + shards) % shards)
@@ -190,10 +188,7 @@ export function shardForKey(
   }
   if (typeof key === 'string') {
     const integer = mode === 'auto' ? shortInteger(key) : undefined
-    if (integer !== undefined) {
-      const count = checkLogicalShards(logicalShards)
-      return ((integer % count) + count) % count
-    }
+    if (integer !== undefined) return integerShard(integer, logicalShards)
     checkStringKey(key)
     if (mode === 'hash' || !DIGITS.test(key)) return hashShard(key, logicalShards)
   }

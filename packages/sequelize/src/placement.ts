@@ -76,27 +76,23 @@ export function collectNodes(
 
 /** True when a new instance was built with `include` (a nested create). */
 export function hasIncludes(instance: Model): boolean {
-  // Most instances were built without one: no filtered list is made for them.
-  return builtInclude(instance) !== undefined && includesOf(instance).length > 0
+  return includesOf(instance).length > 0
 }
 
-/** The `include` option an instance was built with, if it has one. */
-function builtInclude(instance: Model): unknown[] | undefined {
+/** What `includesOf` gives an instance built without `include` (most): one list, not one each. */
+const NO_INCLUDES: readonly BuiltInclude[] = []
+
+function includesOf(instance: Model): readonly BuiltInclude[] {
   const options: unknown = Reflect.get(instance, '_options')
   const include: unknown =
     typeof options === 'object' && options !== null ? Reflect.get(options, 'include') : undefined
-  return Array.isArray(include) && include.length > 0 ? include : undefined
-}
-
-function includesOf(instance: Model): readonly BuiltInclude[] {
-  const include = builtInclude(instance)
-  if (!include) return []
+  if (!Array.isArray(include) || include.length === 0) return NO_INCLUDES
   return include.filter(
     (item): item is BuiltInclude =>
       typeof item === 'object' &&
       item !== null &&
-      typeof Reflect.get(item, 'as') === 'string' &&
-      typeof Reflect.get(item, 'association') === 'object',
+      typeof item.as === 'string' &&
+      typeof item.association === 'object',
   )
 }
 
