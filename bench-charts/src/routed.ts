@@ -23,8 +23,8 @@
  * and answer later statements with less work; a side whose connections ran more, or larger,
  * statements than the other's would not be timed on the same server.
  *
- * Environment: ROUNDS (11, after WARMUP warm-up rounds, 5), SINGLE_TIMES (300 single-row writes
- * per slice), BATCH_TIMES (10 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; KEYS
+ * Environment: ROUNDS (21, after WARMUP warm-up rounds, 3), SINGLE_TIMES (3000 single-row writes
+ * per slice), BATCH_TIMES (50 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; KEYS
  * (`digits`, the default: keys '0' to '63', read as integers; `text`: keys such as 'tenant-17',
  * hashed, one per shard); ONLY
  * (`router` or `direct`) times that side in both places, for a check of the rounds (ratios
@@ -174,7 +174,7 @@ export async function routedBench<K extends string = 'shardKey'>(
   options: RoutedBenchOptions<K>,
 ): Promise<RoutedBench<K>> {
   const json = argv.includes('--json')
-  const rounds = Number(process.env.ROUNDS ?? 11)
+  const rounds = Number(process.env.ROUNDS ?? 21)
   const dialect = options.dialect ?? 'postgres'
   const keyField = options.keyField ?? ('shardKey' as K)
   const prefix = process.env.DB_PREFIX ?? options.prefix
@@ -431,8 +431,8 @@ async function compare(
   log: (line: string) => void,
 ): Promise<Record<string, ShapeResult>> {
   const shapes = [
-    { name: '1 row', rows: 1, times: Number(process.env.SINGLE_TIMES ?? 300) },
-    { name: '1000 rows', rows: 1000, times: Number(process.env.BATCH_TIMES ?? 10) },
+    { name: '1 row', rows: 1, times: Number(process.env.SINGLE_TIMES ?? 3000) },
+    { name: '1000 rows', rows: 1000, times: Number(process.env.BATCH_TIMES ?? 50) },
   ]
   const out: Record<string, ShapeResult> = {}
   for (const shape of shapes) {
@@ -445,7 +445,7 @@ async function compare(
     const only = process.env.ONLY as keyof Sides | undefined
     const router = () => sides[only ?? 'router'](shape.rows)
     const direct = () => sides[only ?? 'direct'](shape.rows)
-    const warmup = Number(process.env.WARMUP ?? 5)
+    const warmup = Number(process.env.WARMUP ?? 3)
     for (let round = -warmup; round < rounds; round++) {
       // A-B-B-A: each side runs first and last once per round, the first side alternating.
       const routerFirst = Math.abs(round) % 2 === 0

@@ -7,10 +7,21 @@
  * - digit strings ('31341'), read as integers;
  * - text keys ('tenant-17@example.com'), hashed;
  * - the hash alone: `fnv1a32`, which reads the UTF-8 bytes off the string, against FNV-1a over the
- *   bytes `TextEncoder` gives (encode, then hash), the way keys were hashed before.
+ *   bytes `TextEncoder` gives (encode, then hash), the way keys were hashed before;
+ * - the shard of an ID (`shardOfId`), a `bigint` and the decimal string a driver returns for a
+ *   BIGINT column;
+ * - `ShardHomes.writeGroups` of a 1000-row write whose rows are placed by digit-string keys over 64
+ *   shards on three servers (per row: placing it and finding its server).
  */
 import { loadavg } from 'node:os'
-import { defineSharding, fnv1a32, instagram } from '@shardflake/core'
+import {
+  defineSharding,
+  fnv1a32,
+  InProcessSource,
+  instagram,
+  ShardHomes,
+  ShardMap,
+} from '@shardflake/core'
 import { Bench } from 'tinybench'
 
 const json = process.argv.includes('--json')
@@ -36,8 +47,26 @@ for (const key of text) {
   if (encodedFnv(key) !== fnv1a32(key)) throw new Error(`The hashes differ on ${key}.`)
 }
 
+const source = new InProcessSource({ sharding, shards: 'all' })
+const bigintIds = await source.nextIds(1341, KEYS)
+const stringIds = bigintIds.map(String)
+source.close()
+
+const homesSharding = defineSharding({ layout: instagram, logicalShards: 64 })
+const homes = await ShardHomes.open({
+  sharding: homesSharding,
+  servers: { a: 'a', b: 'b', c: 'c' },
+  directory: new ShardMap(homesSharding, [
+    { from: 0, to: 20, target: 'a' },
+    { from: 21, to: 41, target: 'b' },
+    { from: 42, to: 63, target: 'c' },
+  ]),
+})
+const rows = Array.from({ length: KEYS }, (_, i) => ({ tenant: String(i % 64) }))
+const rule = { shardBy: 'tenant' } as const
+
 let sink = 0
-const tasks: Record<string, () => void> = {
+const tasks: Record<string, () => void | Promise<void>> = {
   'integer keys': () => {
     for (const key of numbers) sink += sharding.shardForKey(key)
   },
@@ -52,6 +81,18 @@ const tasks: Record<string, () => void> = {
   },
   'text keys, TextEncoder + FNV-1a': () => {
     for (const key of text) sink += encodedFnv(key) % logicalShards
+  },
+  'shardOfId, bigint IDs': () => {
+    for (const id of bigintIds) sink += sharding.shardOfId(id)
+  },
+  'shardOfId, decimal string IDs': () => {
+    for (const id of stringIds) sink += sharding.shardOfId(id)
+  },
+  'writeGroups of a 1000-row write, per row': async () => {
+    const groups = await homes.writeGroups(rows, (row) =>
+      homesSharding.resolveShard(rule, row, 'Row'),
+    )
+    sink += groups.size
   },
 }
 
@@ -68,6 +109,7 @@ for (let round = 0; round < rounds; round++) {
     nsPerKey[task.name]!.push((msPerLap * 1e6) / KEYS)
   }
 }
+await homes.close()
 
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -92,6 +134,6 @@ const report = {
 if (json) console.log(JSON.stringify(report, null, 2))
 else {
   for (const [name, { median: ns, min, max }] of Object.entries(report.nsPerKey)) {
-    console.log(`${name.padEnd(34)} ${ns.toFixed(1).padStart(8)} ns a key (${min}..${max})`)
+    console.log(`${name.padEnd(42)} ${ns.toFixed(1).padStart(8)} ns each (${min}..${max})`)
   }
 }

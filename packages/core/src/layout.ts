@@ -105,6 +105,16 @@ export class Layout {
   readonly #plainBelow: bigint
   readonly #shardShift: bigint
   readonly #shardMask: bigint
+  /** `#plainBelow` in decimal: a digit string shorter than it, or as long and smaller, is below it. */
+  readonly #plainBelowText: string
+  /**
+   * The bits up to the shard field's end (its shift plus its width) as a mask, when they fit in
+   * 31: a digit string's shard is then read in 32-bit integers, without a `bigint`. 0 otherwise.
+   */
+  readonly #lowMask: number
+  /** `#shardShift` and `#shardMask` as numbers, for `#lowMask`'s bits. */
+  readonly #lowShift: number
+  readonly #lowShardMask: number
 
   /** @internal Use {@link defineLayout}. */
   constructor(options: LayoutOptions, internal: { allowEmptyShard?: boolean } = {}) {
@@ -137,6 +147,11 @@ export class Layout {
     this.#plainBelow = 1n << BigInt(Math.min(o.totalBits, 63))
     this.#shardShift = o.shifts.shard
     this.#shardMask = (1n << BigInt(o.shardBits)) - 1n
+    this.#plainBelowText = this.#plainBelow.toString()
+    const shardEnd = Number(o.shifts.shard) + o.shardBits
+    this.#lowMask = shardEnd <= 31 ? 2 ** shardEnd - 1 : 0
+    this.#lowShift = Number(o.shifts.shard)
+    this.#lowShardMask = 2 ** o.shardBits - 1
     Object.freeze(this)
   }
 
@@ -187,7 +202,31 @@ export class Layout {
     if (typeof id === 'bigint' && id >= 0n && id < this.#plainBelow) {
       return Number((id >> this.#shardShift) & this.#shardMask)
     }
+    // The same for the decimal string a driver returns for a BIGINT column.
+    const shard = typeof id === 'string' ? this.shardOfDigits(id) : undefined
+    if (shard !== undefined) return shard
     return Number(this.field(toUnsigned64(this.parse(id)), 'shard', this.shardBits))
+  }
+
+  /**
+   * The shard of an ID spelled as plain decimal digits below `#plainBelow`, read digit by digit
+   * modulo 2^(the shard field's end); `undefined` for any other string (signs, spaces, leading
+   * zeros past the length, values from `#plainBelow` on), or when the field ends past bit 31.
+   */
+  private shardOfDigits(text: string): number | undefined {
+    const mask = this.#lowMask
+    const limit = this.#plainBelowText
+    const length = text.length
+    if (mask === 0 || length === 0 || length > limit.length) return undefined
+    if (length === limit.length && text >= limit) return undefined
+    let low = 0
+    for (let index = 0; index < length; index++) {
+      const digit = text.charCodeAt(index) - 0x30
+      if (digit < 0 || digit > 9) return undefined
+      // Below 2^35, exact in a double; `&` keeps it modulo 2^32, then the mask's bits.
+      low = (low * 10 + digit) & mask
+    }
+    return (low >>> this.#lowShift) & this.#lowShardMask
   }
 
   /** When an ID was made (to the time unit). */

@@ -425,19 +425,27 @@ export class ShardHomes<H> {
     const shards = this.shardsOf(items, shardOf)
     checkSignal(signal)
     throwIfCancelled(signal, 'writeGroups')
-    const distinct = [...new Set(shards)]
+    // Indexed by shard: a write of thousands of rows looks each one up once, without hashing.
+    const seen: boolean[] = []
+    const distinct: number[] = []
+    for (const shard of shards) {
+      if (seen[shard] === true) continue
+      seen[shard] = true
+      distinct.push(shard)
+    }
     const reading = this.servingNow(distinct) ?? (await this.waitServing(distinct, signal))
-    const serverOf = new Map(distinct.map((shard) => [shard, this.entryOf(reading, shard).server]))
     const groups = new Map<string, WriteGroup<H, T>>()
-    items.forEach((item, index) => {
-      const server = serverOf.get(shards[index]!)!
+    const itemsOf: T[][] = [] // by shard: its server's items
+    for (const shard of distinct) {
+      const server = this.entryOf(reading, shard).server
       let group = groups.get(server)
       if (!group) {
         group = { handle: this.handleOf(server), items: [] }
         groups.set(server, group)
       }
-      group.items.push(item)
-    })
+      itemsOf[shard] = group.items
+    }
+    for (let index = 0; index < items.length; index++) itemsOf[shards[index]!]!.push(items[index]!)
     return groups
   }
 

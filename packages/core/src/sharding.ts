@@ -157,29 +157,28 @@ export class Sharding {
    * @throws ShardOutOfRangeError when the result is not one of the logical shards.
    */
   resolveShard<T>(rule: ShardRule<T>, entity: T, entityName?: string): number {
-    const where = entityName ? ` of ${entityName}` : ''
     if (typeof rule !== 'object' || rule === null) checkShardRule(rule, entityName ?? 'the row')
     if ('shard' in rule) return this.checkShard(rule.shard)
     if ('sameShardAs' in rule) {
       const ref = rule.sameShardAs
-      const parent = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, where)
+      const parent = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, entityName)
       if (parent === null || parent === undefined) {
         throw new MissingShardKeyError(
-          `The parent ID${where} (${typeof ref === 'function' ? 'sameShardAs function' : `field '${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
+          `The parent ID${whereOf(entityName)} (${typeof ref === 'function' ? 'sameShardAs function' : `field '${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
         )
       }
-      return this.shardOfId(toBigInt(parent as IdInput, `Parent ID${where}`))
+      return this.shardOfId(toBigInt(parent as IdInput, `Parent ID${whereOf(entityName)}`))
     }
     const ref = rule.shardBy
-    const key = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, where)
+    const key = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, entityName)
     if (key === null || key === undefined || (typeof key === 'string' && key.trim() === '')) {
       throw new MissingShardKeyError(
-        `The shard key${where} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is ${typeof key === 'string' ? 'an empty or blank string' : 'missing'}: set it before saving, or give the ID yourself.`,
+        `The shard key${whereOf(entityName)} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is ${typeof key === 'string' ? 'an empty or blank string' : 'missing'}: set it before saving, or give the ID yourself.`,
       )
     }
     if (typeof key !== 'bigint' && typeof key !== 'number' && typeof key !== 'string') {
       throw new InvalidArgumentError(
-        `The shard key${where} must be a bigint, number or string, got ${typeof key}.`,
+        `The shard key${whereOf(entityName)} must be a bigint, number or string, got ${typeof key}.`,
       )
     }
     return this.shardForKey(key, rule.stringKeys)
@@ -215,11 +214,16 @@ export class Sharding {
   }
 }
 
+/** ` of Post` for the messages of an entity's rule; built only for a message. */
+function whereOf(entityName: string | undefined): string {
+  return entityName ? ` of ${entityName}` : ''
+}
+
 /** The field of a row a rule names. @throws InvalidArgumentError when the row is not an object. */
-function fieldOf(entity: unknown, field: string, where: string): unknown {
+function fieldOf(entity: unknown, field: string, entityName: string | undefined): unknown {
   if ((typeof entity !== 'object' && typeof entity !== 'function') || entity === null) {
     throw new InvalidArgumentError(
-      `The row${where} must be an object to read its field '${field}', got ${describeValue(entity)}.`,
+      `The row${whereOf(entityName)} must be an object to read its field '${field}', got ${describeValue(entity)}.`,
     )
   }
   return (entity as Record<string, unknown>)[field]

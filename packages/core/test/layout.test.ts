@@ -203,17 +203,37 @@ describe('compose and decompose', () => {
         return (error as Error).constructor.name
       }
     }
-    const edges = [0n, 1n, 2n ** 50n - 1n, 2n ** 50n, 2n ** 63n - 1n, 2n ** 63n, 2n ** 64n - 1n]
+    // The shard field ending at bit 31 (read from a digit string in 32-bit integers) and at 32.
+    const endsAt31 = defineLayout({ ...base, timeBits: 33, shardBits: 21, sequenceBits: 10 })
+    const endsAt32 = defineLayout({ ...base, timeBits: 32, shardBits: 22, sequenceBits: 10 })
+    const edges = [0n, 1n, 2n ** 31n, 2n ** 50n - 1n, 2n ** 50n, 2n ** 63n - 1n, 2n ** 63n]
     const values = fc.oneof(
       fc.bigInt({ min: -(2n ** 63n) - 2n, max: 2n ** 64n + 2n }),
-      fc.constantFrom(...edges, ...edges.map((edge) => -edge)),
+      fc.constantFrom(...edges, 2n ** 64n - 1n, ...edges.map((edge) => -edge)),
     )
-    for (const layout of [instagram, twitter, narrow, shardFirst]) {
+    // How a driver, a form or a URL may spell it: plain, zero-padded, with spaces or a sign.
+    const spellings = fc.constantFrom(
+      (text: string) => text,
+      (text: string) => `0${text}`,
+      (text: string) => `000${text}`,
+      (text: string) => ` ${text}`,
+      (text: string) => `${text} `,
+      (text: string) => `+${text}`,
+      (text: string) => `${text}0`,
+      (text: string) => `${text.slice(0, -1)}:`, // the characters either side of the digits
+      (text: string) => `/${text}`,
+      () => '',
+    )
+    for (const layout of [instagram, twitter, narrow, shardFirst, endsAt31, endsAt32]) {
       fc.assert(
-        fc.property(values, (value) => {
+        fc.property(values, spellings, (value, spell) => {
           const expected = outcome(() => layout.decompose(value).shard)
           expect(outcome(() => layout.shardOf(value))).toBe(expected)
           expect(outcome(() => layout.shardOf(value.toString()))).toBe(expected)
+          const text = spell(value.toString())
+          expect(outcome(() => layout.shardOf(text))).toBe(
+            outcome(() => layout.decompose(text).shard),
+          )
         }),
         { numRuns: 2000 },
       )

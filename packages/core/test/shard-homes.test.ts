@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import {
   CancelledError,
@@ -78,6 +79,23 @@ describe('ShardHomes over a static map', () => {
     const writes = await homes.writeGroups(items, (item) => item.shard)
     expect(writes.get('c')).toEqual({ handle: 'handle-c', items: [{ shard: 60 }] })
     expect(() => homes.groupByServer(items, () => 48)).toThrow(ShardOutOfRangeError)
+  })
+
+  it('groups a write as it groups a read: the same servers, in the same order, items in theirs (property)', async () => {
+    const homes = await open({ sharding, servers, directory: map })
+    const served = fc.oneof(fc.integer({ min: 0, max: 47 }), fc.integer({ min: 50, max: 63 }))
+    await fc.assert(
+      fc.asyncProperty(fc.array(served, { maxLength: 60 }), async (shards) => {
+        const items = shards.map((shard, index) => ({ shard, index }))
+        const reads = homes.groupByServer(items, (item) => item.shard)
+        const writes = await homes.writeGroups(items, (item) => item.shard)
+        expect([...writes.keys()]).toEqual([...reads.keys()])
+        for (const [server, group] of writes) {
+          expect(group).toEqual({ handle: `handle-${server}`, items: reads.get(server) })
+        }
+      }),
+      { numRuns: 300 },
+    )
   })
 
   it('guards a write through the wrong server', async () => {

@@ -3,7 +3,7 @@
  * `pnpm --filter @shardflake/drizzle build`):
  *
  *   node bench/routed.ts [--json] [--chart bench/routed.chart.json]
- *   (ROUNDS=11, DB_PREFIX=sf_bench_routed_drizzle_)
+ *   (ROUNDS=21, DB_PREFIX=sf_bench_routed_drizzle_)
  *
  * The databases, the counting and the rounds are the shared routed harness's
  * (`bench-charts/src/routed.ts`): three databases of one PostgreSQL server play servers a, b and
@@ -13,7 +13,8 @@
  *    statements Drizzle sent each server are counted by its logger.
  * 2. Overhead: the same INSERT of rows of server a's shards through the router and as
  *    `db.insert(keyed).values(await ids.assign(keyed, rows))` on a Drizzle database of server a
- *    that is not routed (same source).
+ *    that is not routed (same source); with DIRECT=server-a, on server a's own database (the same
+ *    pool as the router's writes there, and its home check).
  */
 import { ShardHomes } from '@shardflake/core'
 import { shardedDatabases, shardedId, shardedIds } from '@shardflake/drizzle'
@@ -44,10 +45,13 @@ const direct = open(urls.a, () => {})
 const ids = shardedIds(servers.a!, { source, schema: { keyed } })
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const sharded = shardedDatabases(homes, ids)
+// DIRECT=server-a: the direct side writes through server a's own database (the router's pool and
+// connections, its home check included) instead of one of its own.
+const baseline = process.env.DIRECT === 'server-a' ? servers.a! : direct
 
 const overhead = await bench.compare({
   router: (size) => sharded.insert(keyed, bench.rows(size)),
-  direct: async (size) => direct.insert(keyed).values(await ids.assign(keyed, bench.rows(size))),
+  direct: async (size) => baseline.insert(keyed).values(await ids.assign(keyed, bench.rows(size))),
 })
 const statements = await bench.statements(() => sharded.insert(keyed, bench.rows(1000, 'all')))
 await bench.finish({ statements, overhead }, async () => {

@@ -3,7 +3,7 @@
  * costs, on PostgreSQL and on MariaDB.
  *
  *   node bench/routed.bench.ts [--json] [--chart bench/routed.chart.json]
- *   (ROUNDS=11, DIALECTS=postgres,mysql, DB_PREFIX=sf_bench_routed_kysely_)
+ *   (ROUNDS=21, DIALECTS=postgres,mysql, DB_PREFIX=sf_bench_routed_kysely_)
  *
  * The databases, the counting and the rounds are the shared routed harness's
  * (`bench-charts/src/routed.ts`): three databases of the PostgreSQL (PG_URL) or MariaDB

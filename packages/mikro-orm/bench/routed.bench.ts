@@ -3,7 +3,7 @@
  * `pnpm --filter @shardflake/mikro-orm build`):
  *
  *   node bench/routed.bench.ts [--json] [--chart bench/routed.chart.json]
- *   (ROUNDS=11, BATCH_SIZE=1000, DB_PREFIX=sf_bench_routed_mikro_)
+ *   (ROUNDS=21, BATCH_SIZE=1000, DB_PREFIX=sf_bench_routed_mikro_)
  *
  * The databases, the counting and the rounds are the shared routed harness's
  * (`bench-charts/src/routed.ts`): three databases of one PostgreSQL server play servers a, b and

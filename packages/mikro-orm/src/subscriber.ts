@@ -18,6 +18,7 @@ import {
   checkShardColumnChange,
   checkSuppliedId,
   fillShardColumn,
+  type IdInput,
   type IdSource,
   isSyncSource,
   MissingShardKeyError,
@@ -270,6 +271,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     const home = this.home
     const sharding = this.placement.sharding
     if (!home || !sharding) return
+    const checked: boolean[] = [] // by shard: a flush of thousands of rows has a few
     for (const changeSet of uow.getChangeSets() as ChangeSet<Row>[]) {
       if (changeSet.type !== ChangeSetType.CREATE && changeSet.type !== ChangeSetType.UPDATE) {
         continue
@@ -278,7 +280,11 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       if (!key) continue
       const id = changeSet.entity[key.prop.name]
       if (id === null || id === undefined) continue
-      home.homes.checkHome(home.server, sharding.shardOfId(toBigInt(id as never)))
+      // A bigint, or the decimal string a driver returns: read as it is (refused as toBigInt would).
+      const shard = sharding.shardOfId(id as IdInput)
+      if (checked[shard] === true) continue
+      home.homes.checkHome(home.server, shard)
+      checked[shard] = true
     }
   }
 

@@ -4,7 +4,7 @@
  * gitignored `generated/pg` when it is missing):
  *
  *   node --import ./test/support/ts-hooks.mjs bench/routed.bench.ts [--json]
- *   [--chart bench/routed.chart.json]   (ROUNDS=11, DB_PREFIX=sf_bench_routed_prisma_)
+ *   [--chart bench/routed.chart.json]   (ROUNDS=21, DB_PREFIX=sf_bench_routed_prisma_)
  *
  * The databases, the counting and the rounds are the shared routed harness's
  * (`bench-charts/src/routed.ts`): three databases of one PostgreSQL server play servers a, b and

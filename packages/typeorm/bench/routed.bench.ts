@@ -3,7 +3,7 @@
  * `pnpm --filter @shardflake/typeorm build`):
  *
  *   node bench/routed.bench.ts [--json] [--chart bench/routed.chart.json]
- *   (ROUNDS=11, DB_PREFIX=sf_bench_routed_typeorm_)
+ *   (ROUNDS=21, DB_PREFIX=sf_bench_routed_typeorm_)
  *
  * The databases, the counting and the rounds are the shared routed harness's
  * (`bench-charts/src/routed.ts`): three databases of one PostgreSQL server play servers a, b and

@@ -38,33 +38,10 @@ export interface SaveRoots {
   readonly metadataOf: (entity: object) => EntityMetadata | undefined
 }
 
-/**
- * The shard `shardedDataSources().save()` placed a new row on, with the shard key it read: the
- * subscriber takes it instead of hashing the key again, as long as the row still holds that key
- * (an entity listener that runs before the subscriber may have changed it).
- */
-const routed = new WeakMap<object, { readonly shard: number; readonly key: unknown }>()
-
 /** The field a `shardBy` rule reads, or undefined for other rules (functions, parents, fixed). */
 export function shardByField(sharded: ShardedIdEntry): string | undefined {
   const { rule } = sharded
   return 'shardBy' in rule && typeof rule.shardBy === 'string' ? rule.shardBy : undefined
-}
-
-/** Records where the router placed `entity` by the key its `shardBy` field holds. */
-export function markRouted(entity: object, shard: number, key: unknown): void {
-  routed.set(entity, { shard, key })
-}
-
-/**
- * The shard the router placed `entity` on, when its `shardBy` field still holds the key it was
- * placed by; forgets it either way.
- */
-export function takeRouted(entity: ObjectLiteral, field: string): number | undefined {
-  const placed = routed.get(entity)
-  if (!placed) return undefined
-  routed.delete(entity)
-  return Object.is(entity[field], placed.key) ? placed.shard : undefined
 }
 
 /**

@@ -22,15 +22,7 @@ import type {
   QueryRunner,
   UpdateEvent,
 } from 'typeorm'
-import {
-  describeRow,
-  type Pending,
-  Placement,
-  readsRule,
-  saveRoots,
-  shardByField,
-  takeRouted,
-} from './placement'
+import { describeRow, type Pending, Placement, readsRule, saveRoots } from './placement'
 import { findShardedId, registerSchemas, type ShardedIdEntry } from './sharded-id'
 
 /** The hooks of one call: every hook of it returns `done`, one promise for the whole call. */
@@ -93,15 +85,12 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
       }
     }
     const batch = this.batchOf(event.queryRunner)
-    const field = !supplied && this.home ? shardByField(sharded) : undefined
     batch.items.push({
       entity,
       metadata: event.metadata,
       sharded,
       roots: saveRoots.getStore(),
       supplied,
-      // Placed by the router already, by the key the row still holds: not hashed again.
-      shard: field === undefined ? undefined : takeRouted(entity, field),
     })
     return batch.done
   }
@@ -295,7 +284,15 @@ export class ShardedIdSubscriber implements EntitySubscriberInterface<ObjectLite
     const placement = new Placement(this.source.sharding, batch)
     placement.checkSuppliedIds()
     // Every row of the call is placed before any is written: one on another server fails it all.
-    if (this.home) for (const item of batch) this.checkHome(placement.shardOf(item))
+    if (this.home) {
+      const checked: boolean[] = [] // by shard
+      for (const item of batch) {
+        const shard = placement.shardOf(item)
+        if (checked[shard] === true) continue
+        this.checkHome(shard)
+        checked[shard] = true
+      }
+    }
     // A shard column the caller set on a row with its own ID is checked before any ID is spent.
     for (const item of batch) {
       if (item.supplied) this.fillShardColumn(item.entity, item.metadata, item.sharded)
