@@ -16,6 +16,7 @@ import { Snowflake } from '@sapphire/snowflake'
 import { defineSharding, InProcessSource, instagram } from '@shardflake/core'
 import { Bench } from 'tinybench'
 import { v7 as uuidv7 } from 'uuid'
+import { median } from '../../../bench-charts/src/summary.ts'
 
 const json = process.argv.includes('--json')
 const sharding = defineSharding({ layout: instagram, logicalShards: 2000 })
@@ -23,12 +24,6 @@ const rounds = Number(process.env.ROUNDS ?? 5)
 const sustainedCount = 2_000_000
 const log = (text: string) => {
   if (!json) console.log(text)
-}
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = sorted.length >> 1
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
 interface Sustained {

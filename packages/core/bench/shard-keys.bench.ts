@@ -23,6 +23,7 @@ import {
   ShardMap,
 } from '@shardflake/core'
 import { Bench } from 'tinybench'
+import { median } from '../../../bench-charts/src/summary.ts'
 
 const json = process.argv.includes('--json')
 const rounds = Number(process.env.ROUNDS ?? 5)
@@ -111,11 +112,6 @@ for (let round = 0; round < rounds; round++) {
 }
 await homes.close()
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = sorted.length >> 1
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
-}
 const report = {
   rounds,
   loadavg: loadavg(),

@@ -105,7 +105,7 @@ export class Layout {
   readonly #plainBelow: bigint
   readonly #shardShift: bigint
   readonly #shardMask: bigint
-  /** `#plainBelow` in decimal: a digit string shorter than it, or as long and smaller, is below it. */
+  /** `#plainBelow` in decimal: a digit string shorter than it, or as long and less, is below it. */
   readonly #plainBelowText: string
   /**
    * The bits up to the shard field's end (its shift plus its width) as a mask, when they fit in

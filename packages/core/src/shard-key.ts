@@ -49,17 +49,21 @@ const NOT_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])
 export function integerShard(key: bigint | number | string, logicalShards: number): number {
   const count = checkLogicalShards(logicalShards)
   // Keys within ±(2^53 - 1) (every user id in practice): exact in a double, so no BigInt division.
-  if (typeof key === 'number' && Number.isSafeInteger(key)) return ((key % count) + count) % count
-  if (typeof key === 'bigint' && key >= MIN_SAFE && key <= MAX_SAFE) {
-    const value = Number(key)
-    return ((value % count) + count) % count
-  }
-  // At most 15 characters (a sign and 14 digits, or 15 digits): below 10^15 < 2^53.
-  const short = typeof key === 'string' ? shortInteger(key) : undefined
-  if (short !== undefined) return ((short % count) + count) % count
+  const exact = exactNumber(key)
+  if (exact !== undefined) return ((exact % count) + count) % count
   const value = readIntegerKey(key)
   const shards = BigInt(count)
   return Number(((value % shards) + shards) % shards)
+}
+
+/**
+ * An integer key's value when a double holds it exactly: a safe number or bigint, a short digit
+ * string; `undefined` otherwise.
+ */
+function exactNumber(key: bigint | number | string): number | undefined {
+  if (typeof key === 'number') return Number.isSafeInteger(key) ? key : undefined
+  if (typeof key === 'bigint') return key >= MIN_SAFE && key <= MAX_SAFE ? Number(key) : undefined
+  return typeof key === 'string' ? shortInteger(key) : undefined
 }
 
 function readIntegerKey(key: bigint | number | string): bigint {

@@ -280,7 +280,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       if (!key) continue
       const id = changeSet.entity[key.prop.name]
       if (id === null || id === undefined) continue
-      // A bigint, or the decimal string a driver returns: read as it is (refused as toBigInt would).
+      // A bigint, or the decimal string a driver returns: read as it is (refused as by toBigInt).
       const shard = sharding.shardOfId(id as IdInput)
       if (checked[shard] === true) continue
       home.homes.checkHome(home.server, shard)
