@@ -17,11 +17,13 @@
  * await bench.finish({ statements, overhead }, () => closeEverything())
  * ```
  *
- * Both sides get the same history: `compare` runs before anything else is written (`statements`
- * refuses to run first), and the harness empties server a's table between rounds on a connection
- * of its own. A server connection that once ran a large statement can keep the memory it freed
- * and answer later statements with less work; a side whose connections ran more, or larger,
- * statements than the other's would not be timed on the same server.
+ * The direct side writes on the connections of the router's server a (an instance of the ORM that
+ * is not routed, over the same pool). Both sides get the same history: `compare` runs before
+ * anything else is written (`statements` refuses to run first), and the harness empties server a's
+ * table between rounds on a connection of its own. A server connection that once ran a large
+ * statement can keep the memory it freed and answer later statements with less work; a side whose
+ * connections ran more, or larger, statements than the other's would not be timed on the same
+ * server.
  *
  * Environment: ROUNDS (21, after WARMUP warm-up rounds, 3), SINGLE_TIMES (3000 single-row writes
  * per slice), BATCH_TIMES (50 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; KEYS
@@ -97,7 +99,11 @@ export interface ShapeResult {
 export interface Sides {
   /** `size` rows of server a's shards, through the router. */
   router: (size: number) => Promise<unknown>
-  /** The same rows on server a's database, not routed. */
+  /**
+   * The same rows on server a's database, not routed, over the pool the router writes through
+   * there: a side that wrote on connections of its own would be timed against another server
+   * process for the whole run, a difference the A-B-B-A order cannot cancel.
+   */
   direct: (size: number) => Promise<unknown>
 }
 

@@ -14,8 +14,9 @@
  * 1. Statements: one `sharded.createAndFlush(Keyed, rows)` of 1000 rows over the 64 shards; the
  *    statements MikroORM sent each server (BEGIN and COMMIT included) are counted by its logger.
  * 2. Overhead: the same write of rows of server a's shards through the router and through a
- *    `MikroORM` on server a's database that is not routed (same source, same entity, a fork of
- *    its `em`, `create` per row and one `flush`).
+ *    `MikroORM` that is not routed (same source, same entity, a fork of its `em`, `create` per
+ *    row and one `flush`) over the Kysely client, so the pool, of the router's server a: both
+ *    sides write on the same connection, so on the same server process.
  */
 import { defineEntity, p } from '@mikro-orm/core'
 import { MikroORM } from '@mikro-orm/postgresql'
@@ -37,9 +38,14 @@ const Keyed = defineEntity({
 const bench = await routedBench({ adapter: 'MikroORM 7.2.1', prefix: 'sf_bench_routed_mikro_' })
 const { sharding, source, map, urls } = bench
 
-function open(clientUrl: string, onQuery: () => void): Promise<MikroORM> {
+/** The Kysely client of a MikroORM 7 connection (it holds the pool). */
+type Client = ReturnType<ReturnType<MikroORM['em']['getConnection']>['getClient']>
+
+/** A MikroORM of `clientUrl`: with `client`, over that Kysely client (its pool). */
+function open(clientUrl: string, onQuery: () => void, client?: Client): Promise<MikroORM> {
   return MikroORM.init({
     clientUrl,
+    ...(client && { driverOptions: client }),
     entities: [Keyed],
     extensions: [shardedIds({ source })],
     batchSize,
@@ -51,8 +57,8 @@ function open(clientUrl: string, onQuery: () => void): Promise<MikroORM> {
 
 const servers: Record<string, MikroORM> = {}
 for (const name of SERVERS) servers[name] = await open(urls[name], bench.countSent(name))
-// Server a's database through a MikroORM that is not routed, logging the same way.
-const direct = await open(urls.a, () => {})
+// Server a's pool through a MikroORM that is not routed, logging the same way.
+const direct = await open(urls.a, () => {}, servers.a!.em.getConnection().getClient())
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const sharded = shardedOrms(homes)
 // Connected before counting: MikroORM's first query on a connection checks the database exists.
@@ -73,5 +79,6 @@ const statements = await bench.statements(() =>
 )
 await bench.finish({ batchSize, statements, overhead }, async () => {
   await homes.close()
-  for (const orm of [...Object.values(servers), direct]) await orm.close(true)
+  // Server a's MikroORM destroys the client the direct one shares.
+  for (const orm of Object.values(servers)) await orm.close(true)
 })

@@ -144,16 +144,19 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
       }
     }
     const meta = this.metadataOf(entityName as EntityName<object>)
+    if (data.length === 1) {
+      // One row: its home, one flush there, without the groups' closures and arrays.
+      const { handle } = await this.homes.writeHome(this.shardOf(meta, data[0]!))
+      const em = handle.em.fork()
+      const entity = em.create(entityName, data[0]!)
+      await em.flush()
+      return [entity]
+    }
     const created: T[] = new Array(data.length)
     const flushOn = async (orm: O, indexes: readonly number[]) => {
       const em = orm.em.fork()
       for (const index of indexes) created[index] = em.create(entityName, data[index]!)
       await em.flush()
-    }
-    if (data.length === 1) {
-      const { handle } = await this.homes.writeHome(this.shardOf(meta, data[0]!))
-      await flushOn(handle, [0])
-      return created
     }
     const groups = await this.homes.writeGroups(
       data.map((_, index) => index),

@@ -14,12 +14,14 @@
  * 1. Statements: one `db.keyed.createMany({ data })` of 1000 rows over the 64 shards; the
  *    statements Prisma sent each server are counted by its `query` log events.
  * 2. Overhead: the same `createMany` of rows of server a's shards through the router and through
- *    a client of server a's database that is not routed (same source, same extension).
+ *    a client that is not routed (same source, same extension) over the pool of the router's
+ *    server a: both sides write on the same connection, so on the same server process.
  */
 import { existsSync } from 'node:fs'
 import { PrismaPg } from '@prisma/adapter-pg'
 import { type IdSource, ShardHomes } from '@shardflake/core'
 import { shardedClients } from '@shardflake/prisma'
+import pg from 'pg'
 import { routedBench, SERVERS } from '../../../bench-charts/src/routed.ts'
 import { blogSchema, prismaGenerate } from '../test/global-setup.ts'
 
@@ -29,9 +31,9 @@ if (!existsSync(new URL('../generated/pg/shardflake', import.meta.url))) {
 const { PrismaClient } = await import('../generated/pg/client/client.ts')
 const { shardedIds } = await import('../generated/pg/shardflake/index.ts')
 
-function client(url: string, source: IdSource, onQuery: () => void) {
+function client(pool: pg.Pool, source: IdSource, onQuery: () => void) {
   const made = new PrismaClient({
-    adapter: new PrismaPg({ connectionString: url, max: 2 }),
+    adapter: new PrismaPg(pool),
     log: [{ emit: 'event', level: 'query' }],
   })
   made.$on('query', onQuery)
@@ -45,10 +47,14 @@ const bench = await routedBench({
 })
 const { sharding, source, map, urls } = bench
 
+const pools: Record<string, pg.Pool> = {}
 const servers: Record<string, ServerClient> = {}
-for (const name of SERVERS) servers[name] = client(urls[name], source, bench.countSent(name))
-// Server a's database through a client that is not routed, logging the same way.
-const direct = client(urls.a, source, () => {})
+for (const name of SERVERS) {
+  pools[name] = new pg.Pool({ connectionString: urls[name], max: 2 })
+  servers[name] = client(pools[name], source, bench.countSent(name))
+}
+// Server a's pool through a client that is not routed, logging the same way.
+const direct = client(pools.a!, source, () => {})
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const db = shardedClients({ homes })
 
@@ -62,4 +68,5 @@ const statements = await bench.statements(() =>
 await bench.finish({ statements, overhead }, async () => {
   await homes.close()
   for (const made of [...Object.values(servers), direct]) await made.$disconnect()
+  for (const pool of Object.values(pools)) await pool.end()
 })

@@ -12,7 +12,8 @@
  * 1. Statements: one `sharded.bulkCreate('Keyed', rows)` of 1000 rows over the 64 shards; the
  *    statements Sequelize sent each server are counted by its `logging` function.
  * 2. Overhead: the same `bulkCreate` of rows of server a's shards through the router and through
- *    a `Sequelize` on server a's database that is not routed (same source, same model).
+ *    a `Sequelize` that is not routed (same source, same model) over the connection pool of the
+ *    router's server a: both sides write on the same connection, so on the same server process.
  */
 import { ShardHomes } from '@shardflake/core'
 import { shardedId, shardedIds, shardedSequelize } from '@shardflake/sequelize'
@@ -39,10 +40,26 @@ function open(url: string, logging: () => void): Sequelize {
   return sequelize
 }
 
+interface ConnectionPool {
+  drain(): Promise<void>
+  destroyAllNow(): Promise<void>
+}
+/** The connection pool of a Sequelize (no replication), read or replaced. */
+function poolOf(sequelize: Sequelize, replacement?: ConnectionPool): ConnectionPool {
+  const manager = sequelize.connectionManager as unknown as { pool: ConnectionPool }
+  if (replacement) manager.pool = replacement
+  return manager.pool
+}
+
 const servers: Record<string, Sequelize> = {}
 for (const name of SERVERS) servers[name] = open(urls[name], bench.countSent(name))
-// Server a's database through a Sequelize that is not routed, logging the same way.
+// Server a's pool through a Sequelize that is not routed, logging the same way: its own pool
+// (empty until a query) gives way to server a's.
 const direct = open(urls.a, () => {})
+const ownPool = poolOf(direct)
+await ownPool.drain()
+await ownPool.destroyAllNow()
+poolOf(direct, poolOf(servers.a!))
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const sharded = shardedSequelize(homes)
 const DirectKeyed = direct.model('Keyed') as ModelStatic<never>
@@ -56,5 +73,6 @@ const statements = await bench.statements(() =>
 )
 await bench.finish({ statements, overhead }, async () => {
   await homes.close()
-  for (const made of [...Object.values(servers), direct]) await made.close()
+  // Server a's Sequelize closes the pool the direct one shares.
+  for (const made of Object.values(servers)) await made.close()
 })

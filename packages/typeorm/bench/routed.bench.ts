@@ -12,11 +12,14 @@
  * 1. Statements: one `sharded.save(Keyed, rows)` of 1000 rows over the 64 shards; the statements
  *    TypeORM sent each server (BEGIN and COMMIT included) are counted by its logger.
  * 2. Overhead: the same save of rows of server a's shards through the router and through a
- *    `DataSource` on server a's database that is not routed (same source, same entity).
+ *    `DataSource` that is not routed (same source, same entity) over the pool of the router's
+ *    server a: both sides write on the same connection, so on the same server process.
  */
 import { ShardHomes } from '@shardflake/core'
 import { shardedDataSources, shardedIdColumn, shardedIds } from '@shardflake/typeorm'
+import pg from 'pg'
 import { DataSource, EntitySchema, type Logger } from 'typeorm'
+import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js'
 import { routedBench, SERVERS } from '../../../bench-charts/src/routed.ts'
 
 interface Keyed {
@@ -48,7 +51,8 @@ function logger(onQuery: () => void): Logger {
 const bench = await routedBench({ adapter: 'TypeORM 1.1.1', prefix: 'sf_bench_routed_typeorm_' })
 const { sharding, source, map, urls } = bench
 
-async function open(url: string, onQuery: () => void): Promise<DataSource> {
+/** A DataSource of `url`: with `pool`, over that pool (TypeORM's `driver` builds no other). */
+async function open(url: string, onQuery: () => void, pool?: pg.Pool): Promise<DataSource> {
   const dataSource = new DataSource({
     type: 'postgres',
     url,
@@ -56,6 +60,15 @@ async function open(url: string, onQuery: () => void): Promise<DataSource> {
     extra: { max: 2 },
     logger: logger(onQuery),
     logging: true,
+    // `new Pool()` returns `pool` (a constructor returning an object yields that object).
+    ...(pool && {
+      driver: {
+        ...pg,
+        Pool: function SharedPool() {
+          return pool
+        },
+      },
+    }),
   })
   shardedIds(dataSource, { source })
   return dataSource.initialize()
@@ -63,8 +76,8 @@ async function open(url: string, onQuery: () => void): Promise<DataSource> {
 
 const servers: Record<string, DataSource> = {}
 for (const name of SERVERS) servers[name] = await open(urls[name], bench.countSent(name))
-// Server a's database through a DataSource that is not routed, logging the same way.
-const direct = await open(urls.a, () => {})
+// Server a's pool through a DataSource that is not routed, logging the same way.
+const direct = await open(urls.a, () => {}, (servers.a!.driver as PostgresDriver).master)
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const sharded = shardedDataSources(homes)
 
@@ -75,5 +88,6 @@ const overhead = await bench.compare({
 const statements = await bench.statements(() => sharded.save(Keyed, bench.rows(1000, 'all')))
 await bench.finish({ statements, overhead }, async () => {
   await homes.close()
-  for (const dataSource of [...Object.values(servers), direct]) await dataSource.destroy()
+  // Server a's DataSource ends the pool the direct one shares.
+  for (const dataSource of Object.values(servers)) await dataSource.destroy()
 })
