@@ -44,11 +44,17 @@ interface ConnectionPool {
   drain(): Promise<void>
   destroyAllNow(): Promise<void>
 }
-/** The connection pool of a Sequelize (no replication), read or replaced. */
-function poolOf(sequelize: Sequelize, replacement?: ConnectionPool): ConnectionPool {
-  const manager = sequelize.connectionManager as unknown as { pool: ConnectionPool }
-  if (replacement) manager.pool = replacement
-  return manager.pool
+/**
+ * The connection pool of a Sequelize without replication. Sequelize 6's types leave it out of
+ * `ConnectionManager`, so it is read, and replaced, as the property it is at run time.
+ */
+function poolOf(sequelize: Sequelize): ConnectionPool {
+  const pool: unknown = Reflect.get(sequelize.connectionManager, 'pool')
+  const { drain, destroyAllNow } = (pool ?? {}) as Partial<ConnectionPool>
+  if (typeof drain !== 'function' || typeof destroyAllNow !== 'function') {
+    throw new Error('This Sequelize has no connection pool at connectionManager.pool.')
+  }
+  return pool as ConnectionPool
 }
 
 const servers: Record<string, Sequelize> = {}
@@ -59,7 +65,7 @@ const direct = open(urls.a, () => {})
 const ownPool = poolOf(direct)
 await ownPool.drain()
 await ownPool.destroyAllNow()
-poolOf(direct, poolOf(servers.a!))
+Reflect.set(direct.connectionManager, 'pool', poolOf(servers.a!))
 const homes = await ShardHomes.open({ sharding, servers, directory: map })
 const sharded = shardedSequelize(homes)
 const DirectKeyed = direct.model('Keyed') as ModelStatic<never>
