@@ -17,11 +17,14 @@ export interface FailureContext {
   readonly status: string
   /** The last error the client emitted on its `'error'` event since it was last ready. */
   readonly socketError: unknown
-  /** How long the command ran, in ms. */
+  /** How long the command ran, in ms, on the monotonic clock (`performance.now()`). */
   readonly elapsedMs: number
   /** The client's own command timeout, if any. */
   readonly commandTimeoutMs: number | undefined
 }
+
+/** How much earlier than its delay a Node timer can fire, measured on another clock, in ms. */
+const TIMER_GRANULARITY_MS = 1
 
 /** Socket `code`s of a server that could not be reached at all. */
 const REFUSED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'])
@@ -76,11 +79,12 @@ export function translateRedisError(error: unknown, context: FailureContext): Sh
   // ioredis rejects with plain errors when its own command timeout passes, and when the
   // connection is not usable (closed, reconnecting, the retry limit of a queued command
   // reached): tell them apart by the time the command took, the client's state and the socket
-  // error it reported.
+  // error it reported. Node's timers count whole milliseconds from a start rounded down, so the
+  // command timeout can fire up to 1 ms before `commandTimeout` has passed on another clock.
   if (
     name !== 'MaxRetriesPerRequestError' &&
     context.commandTimeoutMs !== undefined &&
-    context.elapsedMs >= context.commandTimeoutMs
+    context.elapsedMs >= context.commandTimeoutMs - TIMER_GRANULARITY_MS
   ) {
     return new TimedOutError(
       `Redis ${server} did not answer within ${context.commandTimeoutMs} ms (commandTimeout). Nothing was issued; the server may be overloaded, stopped or unreachable.`,

@@ -115,7 +115,7 @@ export class ServerSet {
   /** One try on one server, every failure translated. */
   private async attempt(server: Server, call: ScriptCall): Promise<GrantReply> {
     const statusAtSend = server.client.status
-    const started = Date.now()
+    const started = performance.now()
     try {
       if (!server.shardingVerified) await this.record.check(server)
       let reply = await this.evaluate(server, call, '')
@@ -140,7 +140,7 @@ export class ServerSet {
       statusAtSend,
       status: server.client.status,
       socketError: server.socketError,
-      elapsedMs: Date.now() - started,
+      elapsedMs: performance.now() - started,
       commandTimeoutMs: server.client.options.commandTimeout,
     })
   }

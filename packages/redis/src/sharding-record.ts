@@ -87,7 +87,7 @@ export class ShardingRecord {
 
   private async compare(server: Server): Promise<void> {
     const statusAtSend = server.client.status
-    const started = Date.now()
+    const started = performance.now()
     let recorded: unknown
     try {
       const replies = await server.client

@@ -3,8 +3,10 @@ import {
   ConnectionLostError,
   ConnectionRefusedError,
   SourceUnavailableError,
+  TimedOutError,
 } from '@shardflake/core'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { translateRedisError } from '../src/errors'
 import { failure, sharding, testFixture } from './helpers'
 import { runTag, type ThrowawayServer } from './redis-servers'
 
@@ -34,6 +36,19 @@ describe('RedisSource failures, translated on structure', () => {
     expect(error).toBeInstanceOf(SourceUnavailableError)
     expect(error.cause).toBeInstanceOf(ConnectionLostError)
     expect((error.cause as ConnectionLostError).cause).toBeInstanceOf(Error)
+  })
+
+  it("tells ioredis' own command timeout from a broken connection by the time the command took", () => {
+    // ioredis rejects both with a plain Error; its timer counts whole milliseconds from a start
+    // rounded down, so it can fire a fraction of a millisecond before commandTimeout has passed.
+    const plain = new Error('from the driver')
+    const ready = { server: 'r:1', statusAtSend: 'ready', status: 'ready', socketError: undefined }
+    const after = (elapsedMs: number) =>
+      translateRedisError(plain, { ...ready, elapsedMs, commandTimeoutMs: 200 })
+    expect(after(199.2)).toBeInstanceOf(TimedOutError)
+    expect(after(260)).toBeInstanceOf(TimedOutError)
+    expect(after(150)).toBeInstanceOf(ConnectionLostError)
+    expect(after(199.2).cause).toBe(plain)
   })
 
   it('fails over from a server busy in a long script (BUSY reply) and reports it refused', async () => {
