@@ -28,7 +28,8 @@
  * Environment: ROUNDS (21, after WARMUP warm-up rounds, 3), SINGLE_TIMES (3000 single-row writes
  * per slice), BATCH_TIMES (50 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; KEYS
  * (`digits`, the default: keys '0' to '63', read as integers; `text`: keys such as 'tenant-17',
- * hashed, one per shard); ONLY
+ * hashed, one per shard); CONCURRENCY (1: each write waits for the one before it; N: N writes in
+ * flight at once, each side over the same connections, as a web server's requests would be); ONLY
  * (`router` or `direct`) times that side in both places, for a check of the rounds (ratios
  * about 1); SLICES, a file for the timed slices' clock (to split a `node --cpu-prof` profile by
  * side).
@@ -343,6 +344,7 @@ export async function routedBench<K extends string = 'shardKey'>(
       const out = {
         adapter: options.adapter,
         keys: process.env.KEYS ?? 'digits',
+        concurrency: CONCURRENCY,
         loadavgStart,
         ...results,
         loadavgEnd: loadavg(),
@@ -379,13 +381,29 @@ function keysOfShards(sharding: Sharding): string[] {
   return keys
 }
 
+/** Writes in flight at once in a slice (CONCURRENCY, 1 by default: one after another). */
+const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1)
+if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) {
+  throw new Error(
+    `CONCURRENCY is a whole number of writes in flight, got ${process.env.CONCURRENCY}.`,
+  )
+}
+
 /** Wall time and this process's CPU time (user + system) of `times` runs, in ms. */
 async function timed(run: () => Promise<unknown>, times: number, side: string, shape: string) {
   const from = process.hrtime.bigint()
   const thread = threadNs()
   const start = performance.now()
   const cpu = process.cpuUsage()
-  for (let i = 0; i < times; i++) await run()
+  if (CONCURRENCY === 1) {
+    for (let i = 0; i < times; i++) await run()
+  } else {
+    // CONCURRENCY writers share the slice's writes; the pool queues what it cannot send yet.
+    const writer = async (first: number) => {
+      for (let i = first; i < times; i += CONCURRENCY) await run()
+    }
+    await Promise.all(Array.from({ length: CONCURRENCY }, (_, first) => writer(first)))
+  }
   const used = process.cpuUsage(cpu)
   const ms = performance.now() - start
   const cpuMs = (used.user + used.system) / 1000
