@@ -8,8 +8,9 @@
  */
 import { ShardHomes } from '@shardflake/core'
 import { shardedDatabases, shardedId, shardedIds } from '@shardflake/drizzle'
-import { drizzle, type NodePgClient, type NodePgDatabase } from 'drizzle-orm/node-postgres'
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres'
 import { bigint, pgTable, text } from 'drizzle-orm/pg-core'
+import pg from 'pg'
 import { compareCpu, cpuSetup } from '../../../bench-charts/src/routed-cpu.ts'
 
 const keyed = pgTable('keyed', {
@@ -17,10 +18,15 @@ const keyed = pgTable('keyed', {
   shardKey: text('shard_key').notNull(),
 })
 
-/** A node-postgres client that sends nothing: every query answers at once, with no rows. */
-function silentClient(): NodePgClient {
+/**
+ * A node-postgres client that sends nothing (never connected): every query answers at once, with
+ * no rows.
+ */
+function silentClient(): pg.Client {
+  const client = new pg.Client()
   const result = { command: 'INSERT', rowCount: 0, rows: [], fields: [] }
-  return { query: async () => result } as unknown as NodePgClient
+  Object.defineProperty(client, 'query', { value: async () => result })
+  return client
 }
 
 const { size, n, rounds, sharding, source, map } = cpuSetup()
