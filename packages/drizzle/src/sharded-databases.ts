@@ -105,11 +105,14 @@ interface PlacedRows {
 }
 
 /**
- * The rows {@link ShardedDatabases.insert} placed, by the `values` of the INSERT it built for a
- * server (what that INSERT's `buildInsertQuery` gets): its home check takes a row's shard from
- * here instead of reading it from the ID again, when the row still carries the same ID.
+ * The rows {@link ShardedDatabases.insert} placed, kept on the `values` array of the INSERT it
+ * built for a server (an array of the router's own, what that INSERT's `buildInsertQuery` gets):
+ * its home check takes a row's shard from there instead of reading it from the ID again, when the
+ * row still carries the same ID. A property, not a WeakMap: with a WeakMap entry per write,
+ * 1000-row writes through the router set off major garbage collections that the same writes on
+ * one server did not.
  */
-const placedRows = new WeakMap<object, PlacedRows>()
+const PLACED = Symbol('shardflake.placedRows')
 /** The sharded-ID column of a table, by its key, or `null` for a table without one. */
 const keyOfTable = new WeakMap<Table, { key: string; column: Column } | null>()
 /** Drizzle 0.45 maps every value of `.values()` to a `Param`; 1.0 keeps the values as given. */
@@ -469,7 +472,7 @@ function checkedInsert(home: Home, config: InsertConfig): InsertConfig {
   if (!sharded) return config
   const { key, column } = sharded
   const { homes, server } = home
-  const placed = placedRows.get(config.values)
+  const placed: PlacedRows | undefined = Reflect.get(config.values, PLACED)
   if (placed && carriesPlacedIds(config.values, key, placed)) {
     for (const shard of placed.distinct) homes.checkHome(server, shard)
     return config
@@ -511,24 +514,36 @@ function carriesPlacedIds(values: readonly Row[], key: string, placed: PlacedRow
 function placeRows(rows: Row[], key: string, sharding: Sharding): PlacedRows {
   const ids: unknown[] = new Array(rows.length)
   const shards: number[] = new Array(rows.length)
-  const distinct = new Set<number>()
-  rows.forEach((row, index) => {
-    const id = row[key]
+  const seen: boolean[] = [] // by shard: a write of thousands of rows has a few
+  const distinct: number[] = []
+  for (let index = 0; index < rows.length; index++) {
+    const id = rows[index]![key]
     const shard = sharding.shardOfId(id as IdInput)
     ids[index] = id
     shards[index] = shard
-    distinct.add(shard)
-  })
-  return { rows, ids, shards, distinct: [...distinct] }
+    if (seen[shard] === true) continue
+    seen[shard] = true
+    distinct.push(shard)
+  }
+  return { rows, ids, shards, distinct }
 }
 
-/** The INSERT of a server's rows through its database, their shards handed to its home check. */
-function insertOn(handle: object, table: Table, group: PlacedRows): PromiseLike<unknown> {
-  const insert = insertHost(handle).insert(table).values(group.rows)
+/**
+ * The INSERT of a server's rows through its database, their shards handed to its home check, sent.
+ * A promise, not the builder: a builder kept while the INSERT runs keeps every row's values
+ * with it (with four 1000-row INSERTs in flight, the garbage collector moved 633 KB into the old
+ * generation per collection of the young one, against 420 KB without it).
+ */
+function insertOn(handle: object, table: Table, group: PlacedRows): Promise<unknown> {
   // One row's shard is read again by the check: cheaper than handing it over.
-  const values = group.rows.length > 1 ? valuesOf(insert) : undefined
-  if (values) placedRows.set(values, group)
-  return insert
+  const handOver = group.rows.length > 1
+  // Drizzle 1.0 keeps the array it is given: an array of the router's own, never yours, carries
+  // the placement (0.45 maps the rows into a new one).
+  const rows = handOver && !PARAM_VALUES ? [...group.rows] : group.rows
+  const insert = insertHost(handle).insert(table).values(rows)
+  const values = handOver ? valuesOf(insert) : undefined
+  if (values && values !== group.rows) Reflect.defineProperty(values, PLACED, { value: group })
+  return Promise.resolve(insert)
 }
 
 /** The rows of each server, in the order of `homesOf` (core's `writeGroups` of the shards). */

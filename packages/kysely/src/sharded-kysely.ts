@@ -743,15 +743,15 @@ class RoutingConnection<DB> implements DatabaseConnection {
 /** The distinct shards of `shards`, in order of first appearance. */
 function distinct(shards: readonly number[]): number[] {
   if (shards.length === 1) return [shards[0]!]
-  const seen = new Set<number>()
-  let previous: number | undefined
+  // Indexed by shard: an INSERT of thousands of rows has a few shards.
+  const seen: boolean[] = []
+  const unique: number[] = []
   for (const shard of shards) {
-    if (shard !== previous) {
-      seen.add(shard)
-      previous = shard
-    }
+    if (seen[shard] === true) continue
+    seen[shard] = true
+    unique.push(shard)
   }
-  return [...seen]
+  return unique
 }
 
 /**

@@ -20,6 +20,8 @@ import type { Placement } from './placement'
 import { shardedKeyOf } from './sharded-id'
 import { ShardedIdSubscriber } from './subscriber'
 
+type ShardedKey = NonNullable<ReturnType<typeof shardedKeyOf>>
+
 /**
  * Where a transaction runs: the server holding the row with this ID, this shard key's shard, or
  * this logical shard.
@@ -144,9 +146,10 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
       }
     }
     const meta = this.metadataOf(entityName as EntityName<object>)
+    const key = this.keyOf(meta)
     if (data.length === 1) {
       // One row: its home, one flush there, without the groups' closures and arrays.
-      const { handle } = await this.homes.writeHome(this.shardOf(meta, data[0]!))
+      const { handle } = await this.homes.writeHome(this.shardOf(meta, key, data[0]!))
       const em = handle.em.fork()
       const entity = em.create(entityName, data[0]!)
       await em.flush()
@@ -160,7 +163,7 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
     }
     const groups = await this.homes.writeGroups(
       data.map((_, index) => index),
-      (index) => this.shardOf(meta, data[index]!),
+      (index) => this.shardOf(meta, key, data[index]!),
     )
     await Promise.all([...groups.values()].map(({ handle, items }) => flushOn(handle, items)))
     return created
@@ -270,19 +273,24 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
     return meta
   }
 
-  /** The shard of new entity data: its ID's, or the one its rule gives. */
-  private shardOf(meta: EntityMetadata, data: object): number {
+  /** The sharded key of an entity the router writes. */
+  private keyOf(meta: EntityMetadata): ShardedKey {
     const key = shardedKeyOf(meta)
     if (!key) {
       throw new ConfigurationError(
         `${meta.className} has no sharded key, so nothing says which server holds it: give it one, or write it through forShard(shard).`,
       )
     }
+    return key
+  }
+
+  /** The shard of new entity data: its ID's, or the one its rule gives. */
+  private shardOf(meta: EntityMetadata, key: ShardedKey, data: object): number {
     const id = (data as Record<string, unknown>)[key.prop.name]
     if (id !== undefined && id !== null) {
       return this.sharding.shardOfId(toBigInt(id as IdInput, `${meta.className}.${key.prop.name}`))
     }
-    return this.#placement.shardOf(data, meta)
+    return this.#placement.shardOf(data, meta, key)
   }
 }
 

@@ -272,11 +272,17 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     const sharding = this.placement.sharding
     if (!home || !sharding) return
     const checked: boolean[] = [] // by shard: a flush of thousands of rows has a few
+    // Looked up again only when the entity changes from one change set to the next.
+    let meta: EntityMetadata | undefined
+    let key: ReturnType<typeof shardedKeyOf>
     for (const changeSet of uow.getChangeSets() as ChangeSet<Row>[]) {
       if (changeSet.type !== ChangeSetType.CREATE && changeSet.type !== ChangeSetType.UPDATE) {
         continue
       }
-      const key = shardedKeyOf(changeSet.meta)
+      if (changeSet.meta !== meta) {
+        meta = changeSet.meta
+        key = shardedKeyOf(meta)
+      }
       if (!key) continue
       const id = changeSet.entity[key.prop.name]
       if (id === null || id === undefined) continue

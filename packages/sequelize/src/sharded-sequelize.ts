@@ -491,32 +491,44 @@ export function shardedSequelize(homes: ShardHomes<Sequelize>): ShardedSequelize
  * saved, an upsert's values.
  */
 function addGuards(sequelize: Sequelize, ids: ShardedIds): void {
-  const check = (instances: readonly Model[]) => {
+  /** `includes`: false when the create had no `include` (none of its instances has any). */
+  const check = (instances: readonly Model[], includes = true) => {
     const home = homeOf.get(sequelize)
     if (!home) return
     const { homes, server } = home
-    const checked = new Set<number>()
+    const checked: boolean[] = [] // by shard: a write of thousands of rows has a few
     const checkRow = (instance: Model, key: ShardedKey | undefined) => {
       if (!key) return
-      const id: unknown = instance.get(key.attribute)
+      // The value the INSERT writes (no getter runs).
+      const id: unknown = instance.getDataValue(key.attribute)
       if (id === undefined || id === null) return // given its ID (and checked) in its own hook
       // The shard shardedIds() gave it, unless the ID changed since: then the ID's own.
       const shard = ids.issuedShardOf(instance, id) ?? homes.sharding.shardOfId(id as IdInput)
-      if (checked.has(shard)) return
-      checked.add(shard)
+      if (checked[shard] === true) return
+      checked[shard] = true
       homes.checkHome(server, shard)
     }
-    if (instances.some(hasIncludes)) {
+    if (includes && instances.some(hasIncludes)) {
       for (const node of collectNodes(instances, ids.keyOf).values())
         checkRow(node.instance, node.key)
     } else {
-      // No includes: the instances are every row of the write.
-      for (const instance of instances)
-        checkRow(instance, ids.keyOf(instance.constructor as AnyModel))
+      // No includes: the instances are every row of the write, most often of one model.
+      let model: AnyModel | undefined
+      let key: ShardedKey | undefined
+      for (const instance of instances) {
+        if (instance.constructor !== model) {
+          model = instance.constructor as AnyModel
+          key = ids.keyOf(model)
+        }
+        checkRow(instance, key)
+      }
     }
   }
   sequelize.addHook('beforeCreate', 'shardflake-home', (instance) => check([instance]))
-  sequelize.addHook('beforeBulkCreate', 'shardflake-home', (instances) => check(instances))
+  // A bulk create builds its instances with its own `include`, so without one they have none.
+  sequelize.addHook('beforeBulkCreate', 'shardflake-home', (instances, options) =>
+    check(instances, options.include !== undefined),
+  )
   sequelize.addHook('beforeUpdate', 'shardflake-home', (instance) => check([instance]))
   sequelize.addHook('beforeUpsert', 'shardflake-home', (values, options) => {
     const home = homeOf.get(sequelize)

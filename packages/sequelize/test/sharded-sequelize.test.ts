@@ -164,6 +164,15 @@ describe('shardedSequelize (Sequelize 6, PostgreSQL)', () => {
         ),
       ),
     ).rejects.toThrow(WrongServerError)
+    // The same through bulkCreate, whose hook sees the include in its options.
+    await expect(
+      trustSuppliedIds(() =>
+        model('a', 'Post').bulkCreate(
+          [{ authorId: idOf(author), title: 'import', comments: [{ id: stray, body: 'x' }] }],
+          { include: [{ association: 'comments' }] },
+        ),
+      ),
+    ).rejects.toThrow(WrongServerError)
     expect(await column('a', 'SELECT title FROM posts')).not.toContain('import')
   })
 

@@ -193,6 +193,10 @@ export function describeShardedDatabases(tag: string, dialect: Dialect): void {
         expect(shardOf(row.id) < 32 ? onB : onA).not.toContain(String(row.id))
       }
       expect(await insertMany([])).toEqual([])
+      // Rows of one server: your array goes through as it is, with nothing added to it.
+      const mine = ['3', '4', '5'].map((shardKey) => ({ shardKey }))
+      expect(await insertMany(mine)).toBe(mine)
+      expect(Reflect.ownKeys(mine)).toEqual(['0', '1', '2', 'length'])
     })
 
     it('reads by ID, key and shard from the server holding it', async () => {
