@@ -142,6 +142,7 @@ export {
   shardForKey,
 } from './shard-key'
 export {
+  distinctShards,
   formatShardList,
   MAX_LISTED_SHARDS,
   parseShardRanges,

@@ -27,7 +27,7 @@ import {
   StaticDirectory,
 } from './shard-directory'
 import type { ShardKey } from './shard-key'
-import { formatShardList, readShardList, ShardMap } from './shard-map'
+import { distinctShards, formatShardList, readShardList, ShardMap } from './shard-map'
 import { requireSharding, type Sharding } from './sharding'
 import { readDuration } from './source-options'
 
@@ -425,14 +425,7 @@ export class ShardHomes<H> {
     const shards = this.shardsOf(items, shardOf)
     checkSignal(signal)
     throwIfCancelled(signal, 'writeGroups')
-    // Indexed by shard: a write of thousands of rows looks each one up once, without hashing.
-    const seen: boolean[] = []
-    const distinct: number[] = []
-    for (const shard of shards) {
-      if (seen[shard] === true) continue
-      seen[shard] = true
-      distinct.push(shard)
-    }
+    const distinct = distinctShards(shards)
     const reading = this.servingNow(distinct) ?? (await this.waitServing(distinct, signal))
     const groups = new Map<string, WriteGroup<H, T>>()
     const itemsOf: T[][] = [] // by shard: its server's items

@@ -247,6 +247,26 @@ function checkSharding(sharding: unknown, who: string): void {
 }
 
 /**
+ * The distinct logical shards of a write's rows, in the order they first appear. Indexed by shard,
+ * not hashed: a write of thousands of rows has a few shards.
+ * @param shards logical shards (whole numbers from 0), one per row.
+ * @example
+ * ```ts
+ * distinctShards([7, 3, 7, 7, 3, 12]) // [7, 3, 12]
+ * ```
+ */
+export function distinctShards(shards: readonly number[]): number[] {
+  const seen: boolean[] = []
+  const distinct: number[] = []
+  for (const shard of shards) {
+    if (seen[shard] === true) continue
+    seen[shard] = true
+    distinct.push(shard)
+  }
+  return distinct
+}
+
+/**
  * An ascending list of shards written the way {@link parseShardList} reads it: `"5-7,9"`.
  * @example
  * ```ts

@@ -1,5 +1,6 @@
 import { describe, expect, it, onTestFinished, vi } from 'vitest'
 import {
+  distinctShards,
   fnv1a32,
   formatShardList,
   hashShard,
@@ -230,6 +231,10 @@ describe('ShardMap', () => {
     expect(() => readShardList(7 as never, sharding)).toThrow(InvalidArgumentError)
     expect(formatShardList([0, 1, 2, 5, 7, 8])).toBe('0-2,5,7-8')
     expect(readShardList(formatShardList([0, 1, 2, 5, 7, 8]), sharding)).toEqual([0, 1, 2, 5, 7, 8])
+    // A write's shards, each once, in the order they first appear.
+    expect(distinctShards([7, 3, 7, 7, 0, 3, 1999, 0])).toEqual([7, 3, 0, 1999])
+    expect(distinctShards([5])).toEqual([5])
+    expect(distinctShards([])).toEqual([])
   })
 
   it('refuses "0-4000000000" with ShardOutOfRangeError before expanding anything', () => {

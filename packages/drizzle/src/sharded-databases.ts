@@ -1,6 +1,7 @@
 import {
   ConfigurationError,
   describeValue,
+  distinctShards,
   type FanOutOptions,
   type FanOutRun,
   type IdInput,
@@ -514,18 +515,12 @@ function carriesPlacedIds(values: readonly Row[], key: string, placed: PlacedRow
 function placeRows(rows: Row[], key: string, sharding: Sharding): PlacedRows {
   const ids: unknown[] = new Array(rows.length)
   const shards: number[] = new Array(rows.length)
-  const seen: boolean[] = [] // by shard: a write of thousands of rows has a few
-  const distinct: number[] = []
   for (let index = 0; index < rows.length; index++) {
     const id = rows[index]![key]
-    const shard = sharding.shardOfId(id as IdInput)
     ids[index] = id
-    shards[index] = shard
-    if (seen[shard] === true) continue
-    seen[shard] = true
-    distinct.push(shard)
+    shards[index] = sharding.shardOfId(id as IdInput)
   }
-  return { rows, ids, shards, distinct }
+  return { rows, ids, shards, distinct: distinctShards(shards) }
 }
 
 /**

@@ -6,6 +6,7 @@
 import {
   ConfigurationError,
   describeValue,
+  distinctShards,
   type FanOutOptions,
   type FanOutRun,
   type IdInput,
@@ -654,7 +655,7 @@ class RoutingConnection<DB> implements DatabaseConnection {
     if (shards.length === 0) {
       throw new InvalidArgumentError(`An INSERT INTO ${placement.spec.name} without rows.`)
     }
-    const unique = distinct(shards)
+    const unique = distinctShards(shards)
     if (unique.length === 1) {
       // One shard: its home (waiting while it is being moved), the INSERT as it is.
       const { handle } = await this.homes.writeHome(unique[0]!, options?.signal)
@@ -738,20 +739,6 @@ class RoutingConnection<DB> implements DatabaseConnection {
       'The router sends inserts only: stream from one server, sharded.forId(id).selectFrom(...).stream().',
     )
   }
-}
-
-/** The distinct shards of `shards`, in order of first appearance. */
-function distinct(shards: readonly number[]): number[] {
-  if (shards.length === 1) return [shards[0]!]
-  // Indexed by shard: an INSERT of thousands of rows has a few shards.
-  const seen: boolean[] = []
-  const unique: number[] = []
-  for (const shard of shards) {
-    if (seen[shard] === true) continue
-    seen[shard] = true
-    unique.push(shard)
-  }
-  return unique
 }
 
 /**
