@@ -27,13 +27,13 @@
  *
  * Environment: ROUNDS (21, after WARMUP warm-up rounds, 3, and as many more as make WARMUP_WRITES
  * writes of each side, 1000: ten rounds of 1000-row writes), SINGLE_TIMES (3000 single-row writes
- * per slice), BATCH_TIMES (50 1000-row writes per slice), PG_URL, MYSQL_URL, DB_PREFIX; KEYS
- * (`digits`, the default: keys '0' to '63', read as integers; `text`: keys such as 'tenant-17',
- * hashed, one per shard); CONCURRENCY (1: each write waits for the one before it; N: N writes in
- * flight at once, each side over the same connections, as a web server's requests would be); ONLY
- * (`router` or `direct`) times that side in both places, for a check of the rounds (ratios
- * about 1); SLICES, a file for the timed slices' clock (to split a `node --cpu-prof` profile by
- * side).
+ * per slice), BATCH_TIMES (50 1000-row writes per slice), SHAPES (`1,1000`: the rows per write of
+ * the shapes to run), PG_URL, MYSQL_URL, DB_PREFIX; KEYS (`digits`, the default: keys '0' to '63',
+ * read as integers; `text`: keys such as 'tenant-17', hashed, one per shard); CONCURRENCY (1: each
+ * write waits for the one before it; N: N writes in flight at once, each side over the same
+ * connections, as a web server's requests would be); ONLY (`router` or `direct`) times that side
+ * in both places, for a check of the rounds (ratios about 1); SLICES, a file for the timed slices
+ * (to split a `node --cpu-prof` or `perf` profile by side; `instructions.ts` sets it).
  * Arguments: `--json` prints the results as JSON only; `--chart <file>` also writes the chart's
  * JSON there.
  */
@@ -389,6 +389,9 @@ const WARMUP = Number(process.env.WARMUP ?? 3)
 /** ...and at least this many writes of each side in them (WARMUP_WRITES, 1000 by default). */
 const WARMUP_WRITES = Number(process.env.WARMUP_WRITES ?? 1000)
 
+/** The shapes to run, by rows per write (SHAPES, `1,1000` by default). */
+const SHAPES = process.env.SHAPES?.split(',')
+
 /** Writes in flight at once in a slice (CONCURRENCY, 1 by default: one after another). */
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 1)
 if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) {
@@ -398,7 +401,13 @@ if (!Number.isInteger(CONCURRENCY) || CONCURRENCY < 1) {
 }
 
 /** Wall time and this process's CPU time (user + system) of `times` runs, in ms. */
-async function timed(run: () => Promise<unknown>, times: number, side: string, shape: string) {
+async function timed(
+  run: () => Promise<unknown>,
+  times: number,
+  side: string,
+  shape: string,
+  round: number,
+) {
   const from = process.hrtime.bigint()
   const thread = threadNs()
   const start = performance.now()
@@ -418,6 +427,8 @@ async function timed(run: () => Promise<unknown>, times: number, side: string, s
   slices.push({
     side,
     shape,
+    round,
+    writes: times,
     from: Number(from / 1000n),
     to: Number(process.hrtime.bigint() / 1000n),
     cpuMs,
@@ -437,18 +448,22 @@ function threadNs(): number {
 }
 
 /**
- * Every timed slice: its side, shape, monotonic clock in µs (the clock of a `node --cpu-prof`
- * profile's samples), the process's CPU ms and the main thread's (Linux), written to SLICES (a
- * file) at `finish`: a profile of a run split by side, the main thread against the others.
+ * Every timed slice, in run order: its side, shape, round (negative in the warm-up), writes,
+ * monotonic clock in µs (the clock of a `node --cpu-prof` profile's samples), the process's CPU ms
+ * and the main thread's (Linux), written to SLICES (a file) at `finish`: a profile of a run split
+ * by side, the main thread against the others; the slices `instructions.ts` counts.
  */
-const slices: {
+export interface Slice {
   side: string
   shape: string
+  round: number
+  writes: number
   from: number
   to: number
   cpuMs: number
   threadMs: number
-}[] = []
+}
+const slices: Slice[] = []
 
 const spreadOf = (values: number[]): Spread => ({
   median: median(values),
@@ -465,7 +480,7 @@ async function compare(
   const shapes = [
     { name: '1 row', rows: 1, times: Number(process.env.SINGLE_TIMES ?? 3000) },
     { name: '1000 rows', rows: 1000, times: Number(process.env.BATCH_TIMES ?? 50) },
-  ]
+  ].filter((shape) => SHAPES === undefined || SHAPES.includes(String(shape.rows)))
   const out: Record<string, ShapeResult> = {}
   for (const shape of shapes) {
     const perRound = {
@@ -486,10 +501,10 @@ async function compare(
       const routerFirst = Math.abs(round) % 2 === 0
       const [first, second] = routerFirst ? [router, direct] : [direct, router]
       const [one, two] = routerFirst ? ['router', 'direct'] : ['direct', 'router']
-      const t1 = await timed(first, shape.times, one, shape.name)
-      const t2 = await timed(second, shape.times, two, shape.name)
-      const t3 = await timed(second, shape.times, two, shape.name)
-      const t4 = await timed(first, shape.times, one, shape.name)
+      const t1 = await timed(first, shape.times, one, shape.name, round)
+      const t2 = await timed(second, shape.times, two, shape.name, round)
+      const t3 = await timed(second, shape.times, two, shape.name, round)
+      const t4 = await timed(first, shape.times, one, shape.name, round)
       await reset()
       if (round < 0) continue // warm-up
       const outer = { ms: t1.ms + t4.ms, cpu: t1.cpu + t4.cpu }
