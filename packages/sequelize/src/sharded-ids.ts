@@ -58,6 +58,21 @@ interface WriteOptions {
 }
 
 const installed = new WeakMap<Sequelize, ShardedIds>()
+
+/**
+ * What a write's hook placed, in order, kept on the array of instances the hook was handed (a
+ * bulk create's own array, never yours): the home check that runs after it takes each row's shard
+ * from there while the row still holds the ID, instead of a lookup per row in the `WeakMap` of
+ * every instance given an ID since the last collection.
+ */
+const PLACED = Symbol('shardflake.placedInstances')
+
+/** The instances of one write given their IDs by its hook, in order, their IDs and shards. */
+export interface PlacedInstances {
+  readonly instances: readonly Model[]
+  readonly ids: readonly string[]
+  readonly shards: readonly number[]
+}
 const NUMBER_PAST_2_53 = '9007199254740993'
 
 /**
@@ -338,11 +353,17 @@ export class ShardedIds {
     }
     if (pending.length === 0) return
     const place = (ids: readonly bigint[]) => {
+      const placed: PlacedInstances = { instances: [], ids: [], shards }
       for (let i = 0; i < pending.length; i++) {
         const { instance, key } = pending[i]!
         const id = toSigned64(ids[i]!).toString()
         instance.setDataValue(key!.attribute, id)
         this.#issued.set(instance, { id, shard: shards[i]! })
+        ;(placed.instances as Model[]).push(instance)
+        ;(placed.ids as string[]).push(id)
+      }
+      if (pending.length > 1) {
+        Reflect.defineProperty(roots, PLACED, { value: placed, configurable: true })
       }
     }
     // Several rows: ascending in row order per model when the source can (in-process, leased),
@@ -355,6 +376,16 @@ export class ShardedIds {
         : allocateIds(this.source, shards)
     if (Array.isArray(ids)) return place(ids)
     return ids.then(place)
+  }
+
+  /**
+   * The instances of `instances` (a hook's array) that the hook gave IDs, in order, with their IDs
+   * and shards; `undefined` when it gave fewer than two.
+   * @internal For the routers' home check, which takes a row's shard from there while the row
+   * still holds that ID.
+   */
+  placedIn(instances: readonly Model[]): PlacedInstances | undefined {
+    return (instances as { [PLACED]?: PlacedInstances })[PLACED]
   }
 
   /**

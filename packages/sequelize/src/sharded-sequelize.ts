@@ -497,13 +497,21 @@ function addGuards(sequelize: Sequelize, ids: ShardedIds): void {
     if (!home) return
     const { homes, server } = home
     const checked: boolean[] = [] // by shard: a write of thousands of rows has a few
+    // What shardedIds()' hook of this write placed, in the order of the instances.
+    const placed = ids.placedIn(instances)
+    let at = 0
     const checkRow = (instance: Model, key: ShardedKey | undefined) => {
       if (!key) return
       // The value the INSERT writes (no getter runs).
       const id: unknown = instance.getDataValue(key.attribute)
       if (id === undefined || id === null) return // given its ID (and checked) in its own hook
       // The shard shardedIds() gave it, unless the ID changed since: then the ID's own.
-      const shard = ids.issuedShardOf(instance, id) ?? homes.sharding.shardOfId(id as IdInput)
+      let shard: number | undefined
+      if (placed?.instances[at] === instance) {
+        if (placed.ids[at] === id) shard = placed.shards[at]
+        at++
+      }
+      shard ??= ids.issuedShardOf(instance, id) ?? homes.sharding.shardOfId(id as IdInput)
       if (checked[shard] === true) return
       checked[shard] = true
       homes.checkHome(server, shard)
