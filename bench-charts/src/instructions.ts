@@ -14,9 +14,13 @@
  * code is optimized. They leave out what the kernel does (the sockets' system calls, the same on
  * both sides) and what memory costs beyond an instruction (cache misses, which CPU time includes).
  *
- * Under callgrind a write takes a few hundred times as long: keep the slices short and the
- * warm-up long enough for V8 to optimize, e.g. SHAPES=1 SINGLE_TIMES=100 WARMUP=10 ROUNDS=6
- * (the harness's environment; see `routed.ts`).
+ * Under callgrind a write takes a few hundred times as long: keep the slices short, and the
+ * warm-up long enough for V8 to optimize the router's own functions, which run once a write:
+ * SHAPES=1 SINGLE_TIMES=150 ROUNDS=5 (the harness warms each side up with 4000 single-row writes,
+ * past the 3000 calls after which V8 optimizes a function). For 1000 rows, SHAPES=1000
+ * BATCH_TIMES=4 WARMUP=5 WARMUP_WRITES=0 ROUNDS=3: the code run per row is optimized within the
+ * first writes, and the router's per-write code weighs a thousandth of a write. See `routed.ts`
+ * for the harness's environment.
  */
 import { spawn } from 'node:child_process'
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'

@@ -395,6 +395,31 @@ export class ShardHomes<H> {
   }
 
   /**
+   * {@link writeHome} without a promise when it has nothing to wait for: the home of a shard that
+   * is not being moved, from a fresh reading; `undefined` when `writeHome` would wait (a move, a
+   * stale reading). A router's single-shard write takes the home at once, with no `await`:
+   * `homes.writeHomeNow(shard) ?? (await homes.writeHome(shard))`.
+   * @throws CancelledError when `signal` has aborted.
+   * @throws ShardOutOfRangeError for a shard outside the logical shards, or with no home.
+   * @example
+   * ```ts
+   * import type { ShardHomes, WriteHome } from '@shardflake/core'
+   * declare const homes: ShardHomes<unknown>
+   *
+   * const home: WriteHome<unknown> = homes.writeHomeNow(17) ?? (await homes.writeHome(17))
+   * ```
+   */
+  writeHomeNow(shard: number, signal?: AbortSignal): WriteHome<H> | undefined {
+    this.sharding.checkShard(shard)
+    checkSignal(signal)
+    throwIfCancelled(signal, 'writeHome')
+    const reading = this.servingNow([shard])
+    if (reading === undefined) return undefined
+    const server = this.entryOf(reading, shard).server
+    return { server, handle: this.handleOf(server) }
+  }
+
+  /**
    * Splits the rows of one write by server, for one call per server: each item goes to its
    * shard's home. Waits, like {@link writeHome}, while any of the shards is being moved.
    * @param shardOf the logical shard of an item (from its rule, or its ID).

@@ -154,6 +154,7 @@ describe('any input to shard homes works or fails typed', () => {
           attempt(() => homes.groupByServer([value, other], shardOf))
           attempt(() => homes.groupByServer([value], other as never))
           await attemptAsync(() => homes.writeHome(value as never, other as never))
+          attempt(() => homes.writeHomeNow(value as never, other as never))
           await attemptAsync(() => homes.writeGroups([value, other], shardOf, other as never))
           await attemptAsync(() => homes.refresh(other as never))
         },

@@ -57,6 +57,7 @@ describe('ShardHomes over a static map', () => {
     expect(homes.snapshot.version).toBe(1n)
     expect(homes.snapshot.maxStaleMs).toBe(Number.POSITIVE_INFINITY)
     expect(await homes.writeHome(5)).toEqual({ server: 'a', handle: 'handle-a' })
+    expect(homes.writeHomeNow(20)).toEqual({ server: 'b', handle: 'handle-b' })
     expect(homes.serverNames).toEqual(['a', 'b', 'c'])
   })
 
@@ -66,6 +67,8 @@ describe('ShardHomes over a static map', () => {
     expect(() => homes.serverOf(48)).toThrow(/no home.*0-47,50-63/)
     expect(() => homes.serverOf(64)).toThrow(ShardOutOfRangeError)
     await expect(homes.writeHome(49)).rejects.toBeInstanceOf(ShardOutOfRangeError)
+    expect(() => homes.writeHomeNow(49)).toThrow(ShardOutOfRangeError)
+    expect(() => homes.writeHomeNow(64)).toThrow(ShardOutOfRangeError)
     await expect(homes.directory.compareAndSet(1n, [])).rejects.toBeInstanceOf(ConfigurationError)
   })
 
@@ -182,6 +185,8 @@ describe('ShardHomes over a directory that changes', () => {
     await directory.set(0, { state: 'switching' })
     await homes.refresh()
     expect(homes.serverOf(3)).toBe('a') // reads still go to the old home
+    expect(homes.writeHomeNow(3)).toBeUndefined() // a write has to wait
+    expect(homes.writeHomeNow(40)).toEqual({ server: 'b', handle: 'handle-b' })
     let settled = false
     const write = homes.writeHome(3).finally(() => {
       settled = true
@@ -196,6 +201,7 @@ describe('ShardHomes over a directory that changes', () => {
     expect(settled).toBe(false)
     await directory.set(0, { state: 'serving' })
     expect(await write).toEqual({ server: 'c', handle: 'handle-c' })
+    expect(homes.writeHomeNow(3)).toEqual({ server: 'c', handle: 'handle-c' })
   })
 
   it('a write to a moving shard fails with a retryable ShardMovingError after switchWaitMs', async () => {
@@ -231,6 +237,9 @@ describe('ShardHomes over a directory that changes', () => {
     controller.abort()
     await expect(write).rejects.toBeInstanceOf(CancelledError)
     await expect(homes.writeHome(40, AbortSignal.abort())).rejects.toBeInstanceOf(CancelledError)
+    expect(() => homes.writeHomeNow(40, AbortSignal.abort())).toThrow(CancelledError)
+    expect(homes.writeHomeNow(1, new AbortController().signal)?.server).toBe('a')
+    expect(homes.writeHomeNow(40, new AbortController().signal)).toBeUndefined() // arriving
   })
 
   it('never routes with a reading older than maxStaleMs: it refuses typed and reads again', async () => {
@@ -255,6 +264,7 @@ describe('ShardHomes over a directory that changes', () => {
     expect(() => homes.forId(idOn(1))).toThrow(DirectoryStaleError)
     expect(() => homes.groupByServer([1], (shard) => shard)).toThrow(DirectoryStaleError)
     await expect(homes.writeHome(1)).rejects.toBeInstanceOf(DirectoryStaleError)
+    expect(homes.writeHomeNow(1)).toBeUndefined() // stale: writeHome reads again first
     await expect(homes.fanOut(async () => [])).rejects.toBeInstanceOf(DirectoryStaleError)
     // The directory answers again, and has moved the shards meanwhile.
     directory.failWith = undefined
@@ -290,6 +300,7 @@ describe('ShardHomes over a directory that changes', () => {
     try {
       vi.setSystemTime(Date.now() + 5000)
       expect(() => homes.serverOf(1)).toThrow(DirectoryStaleError)
+      expect(homes.writeHomeNow(1)).toBeUndefined()
       expect((await homes.writeHome(1)).server).toBe('b')
       expect(homes.serverOf(1)).toBe('b')
     } finally {

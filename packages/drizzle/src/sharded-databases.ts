@@ -229,7 +229,10 @@ export class ShardedDatabases<D extends object> {
     const placed = placeRows(list, key, this.sharding)
     if (placed.distinct.length === 1) {
       // One shard: its home (waiting while it is being moved), one INSERT there.
-      const { handle } = await this.homes.writeHome(placed.distinct[0]!, context?.signal)
+      const shard = placed.distinct[0]!
+      const { handle } =
+        this.homes.writeHomeNow(shard, context?.signal) ??
+        (await this.homes.writeHome(shard, context?.signal))
       await insertOn(handle, table, placed)
       return rows
     }

@@ -637,7 +637,16 @@ class RoutingConnection<DB> implements DatabaseConnection {
     private readonly adapter: DialectAdapter,
   ) {}
 
-  async executeQuery<R>(compiled: CompiledQuery, options?: AbortOptions): Promise<QueryResult<R>> {
+  executeQuery<R>(compiled: CompiledQuery, options?: AbortOptions): Promise<QueryResult<R>> {
+    try {
+      return this.route<R>(compiled, options)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  /** Sends `compiled` to its rows' servers: at once when one server takes it all without a wait. */
+  private route<R>(compiled: CompiledQuery, options: AbortOptions): Promise<QueryResult<R>> {
     const node = compiled.query
     if (node.kind !== 'InsertQueryNode') {
       throw new InvalidArgumentError(
@@ -658,10 +667,22 @@ class RoutingConnection<DB> implements DatabaseConnection {
     const unique = distinctShards(shards)
     if (unique.length === 1) {
       // One shard: its home (waiting while it is being moved), the INSERT as it is.
-      const { handle } = await this.homes.writeHome(unique[0]!, options?.signal)
-      return this.send<R>(handle, compiled, undefined, options)
+      const home = options?.signal ? undefined : this.homes.writeHomeNow(unique[0]!)
+      if (home) return this.send<R>(home.handle, compiled, undefined, options)
+      return this.homes
+        .writeHome(unique[0]!, options?.signal)
+        .then(({ handle }) => this.send<R>(handle, compiled, undefined, options))
     }
-    // The servers of the distinct shards (waiting while any moves), then the rows of each.
+    return this.split<R>(compiled, shards, unique, options)
+  }
+
+  /** The rows of each of the distinct shards' servers (waiting while any moves), sent at once. */
+  private async split<R>(
+    compiled: CompiledQuery,
+    shards: readonly number[],
+    unique: readonly number[],
+    options: AbortOptions,
+  ): Promise<QueryResult<R>> {
     const homesOf = await this.homes.writeGroups(unique, (shard) => shard, options?.signal)
     if (homesOf.size === 1) {
       const { handle } = homesOf.values().next().value!

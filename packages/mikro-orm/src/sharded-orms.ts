@@ -149,7 +149,8 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
     const key = this.keyOf(meta)
     if (data.length === 1) {
       // One row: its home, one flush there, without the groups' closures and arrays.
-      const { handle } = await this.homes.writeHome(this.shardOf(meta, key, data[0]!))
+      const shard = this.shardOf(meta, key, data[0]!)
+      const { handle } = this.homes.writeHomeNow(shard) ?? (await this.homes.writeHome(shard))
       const em = handle.em.fork()
       const entity = em.create(entityName, data[0]!)
       await em.flush()

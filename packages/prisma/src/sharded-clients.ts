@@ -292,7 +292,10 @@ export function shardedClients<C extends ShardedIdsHost>(
 
   /** The one server of a single write's rows; refuses rows that would span servers. */
   const oneServer = async (model: string, rows: readonly NewRow[]) => {
-    if (rows.length === 1) return (await homes.writeHome(routedShard(sharding, rows[0]!))).server
+    if (rows.length === 1) {
+      const shard = routedShard(sharding, rows[0]!)
+      return (homes.writeHomeNow(shard) ?? (await homes.writeHome(shard))).server
+    }
     const groups = await homes.writeGroups(rows, (row) => routedShard(sharding, row))
     if (groups.size !== 1) {
       const where = [...groups].map(
@@ -355,9 +358,11 @@ export function shardedClients<C extends ShardedIdsHost>(
     }
     let results: unknown[]
     if (!groups || groups.size === 1) {
-      const server = groups
-        ? groups.keys().next().value!
-        : (await homes.writeHome(routedShard(sharding, rows[0]!))).server
+      const shard = groups ? undefined : routedShard(sharding, rows[0]!)
+      const server =
+        shard === undefined
+          ? groups!.keys().next().value!
+          : (homes.writeHomeNow(shard) ?? (await homes.writeHome(shard))).server
       results = [await writeGroup(server, rows)]
     } else {
       const settled = await Promise.allSettled(

@@ -57,7 +57,7 @@ function mysqlServerClient(url: string, source: IdSource, count: () => void): Se
 export async function routedBlogOnPrisma(
   context: RoutedSetupContext,
 ): Promise<RoutedBlogThroughOrm> {
-  const { dialect, sharding, map, urls, source } = context
+  const { dialect, sharding, directory, urls, source } = context
   const sent: Record<string, number> = {}
   const servers: Record<string, ServerClient> = {}
   for (const [name, url] of Object.entries(urls)) {
@@ -70,7 +70,7 @@ export async function routedBlogOnPrisma(
         ? pgServerClient(url, source, count)
         : mysqlServerClient(url, source, count)
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: map })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const db = shardedClients({ homes })
   const key = (id: OrmId) => BigInt(id)
 

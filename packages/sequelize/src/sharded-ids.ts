@@ -353,16 +353,22 @@ export class ShardedIds {
     }
     if (pending.length === 0) return
     const place = (ids: readonly bigint[]) => {
-      const placed: PlacedInstances = { instances: [], ids: [], shards }
+      // Noted on the hook's array only when it placed several rows: the home check of a single
+      // row reads its shard from the WeakMap as cheaply.
+      const noted: string[] | undefined = pending.length > 1 ? [] : undefined
       for (let i = 0; i < pending.length; i++) {
         const { instance, key } = pending[i]!
         const id = toSigned64(ids[i]!).toString()
         instance.setDataValue(key!.attribute, id)
         this.#issued.set(instance, { id, shard: shards[i]! })
-        ;(placed.instances as Model[]).push(instance)
-        ;(placed.ids as string[]).push(id)
+        noted?.push(id)
       }
-      if (pending.length > 1) {
+      if (noted) {
+        const placed: PlacedInstances = {
+          instances: pending.map((node) => node.instance),
+          ids: noted,
+          shards,
+        }
         Reflect.defineProperty(roots, PLACED, { value: placed, configurable: true })
       }
     }

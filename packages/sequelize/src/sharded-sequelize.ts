@@ -177,7 +177,7 @@ export class ShardedSequelize {
     checkValues(values, 'create')
     checkOptions(options, 'create')
     const shard = this.shardOf(name, values, options?.include)
-    const { handle } = await this.homes.writeHome(shard)
+    const { handle } = this.homes.writeHomeNow(shard) ?? (await this.homes.writeHome(shard))
     return (await modelOn(handle, name).create(values, optionsOn(handle, options))) as M
   }
 
@@ -223,9 +223,11 @@ export class ShardedSequelize {
           )
     if (!groups || groups.size === 1) {
       // One server: its instances are the records' in their order.
-      const { handle } = groups
-        ? groups.values().next().value!
-        : await this.homes.writeHome(placer(records[0]!))
+      const shard = groups ? undefined : placer(records[0]!)
+      const { handle } =
+        shard === undefined
+          ? groups!.values().next().value!
+          : (this.homes.writeHomeNow(shard) ?? (await this.homes.writeHome(shard)))
       return (await modelOn(handle, name).bulkCreate(
         [...records],
         optionsOn(handle, options),

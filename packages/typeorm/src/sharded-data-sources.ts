@@ -170,7 +170,8 @@ export class ShardedDataSources {
       )
     }
     if (list.length === 1) {
-      const { handle } = await this.homes.writeHome(this.shardOf(metadata, sharded, list[0]!))
+      const shard = this.shardOf(metadata, sharded, list[0]!)
+      const { handle } = this.homes.writeHomeNow(shard) ?? (await this.homes.writeHome(shard))
       await handle.manager.save(target, list, options)
       return entities
     }

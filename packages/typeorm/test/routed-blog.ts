@@ -33,7 +33,7 @@ class CountingLogger implements Logger {
 export async function routedBlogOnTypeorm(
   context: RoutedSetupContext,
 ): Promise<RoutedBlogThroughOrm> {
-  const { dialect, sharding, map, urls, source } = context
+  const { dialect, sharding, directory, urls, source } = context
   const loggers: Record<string, CountingLogger> = {}
   const servers: Record<string, DataSource> = {}
   for (const [name, url] of Object.entries(urls)) {
@@ -49,7 +49,7 @@ export async function routedBlogOnTypeorm(
     loggers[name] = logger
     servers[name] = dataSource
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: map })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedDataSources(homes)
   const post = (fields: { authorId: unknown; title: string }) =>
     Object.assign(new Post(), {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { type IdSource, type Sharding, ShardMap } from '@shardflake/core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { blogSchemaSql, type OrmId } from '../blog'
@@ -11,6 +12,7 @@ import {
 import { testSharding } from '../shardings'
 import type { RoutedBlogThroughOrm, RoutedSuiteOptions } from './routed-blog'
 import { inProcessCase, type RoutedSourceCase } from './routed-sources'
+import { SuiteDirectory } from './suite-directory'
 
 const suiteSharding = testSharding()
 /** The suite's homes: three servers, uneven ranges. */
@@ -120,6 +122,7 @@ function describeWithSource(
   const sharding = sourceCase.sharding ?? suiteSharding
   const map = homesOf(sharding)
   const homeOf = (shard: number) => map.targetFor(shard)
+  const directory = new SuiteDirectory(map)
   let servers: HomeServers
   let source: IdSource
   let blog: RoutedBlogThroughOrm
@@ -158,7 +161,7 @@ function describeWithSource(
       servers = homeServers()
       await emptyTables(servers)
       source = await sourceCase.create({ dialect, sharding, map, servers })
-      blog = await options.setup({ dialect, sharding, map, urls: servers.urls, source })
+      blog = await options.setup({ dialect, sharding, map, directory, urls: servers.urls, source })
       for (let i = 0; Object.keys(authorOn).length < 3; i++) {
         if (i >= 64) throw new Error('64 authors did not cover the three servers.')
         const id = await blog.createAuthor(`writer-${i}@example.com`)
@@ -213,6 +216,29 @@ function describeWithSource(
           .query(`SELECT id FROM keyed WHERE id = ${p}`, [String(id)])
         expect(found).toHaveLength(1)
       }
+      await expectAllAtHome()
+    })
+
+    it('holds a write to a shard being moved until the switch ends, then writes it at its home', async () => {
+      // Shard 5 (the key '5') is of the range 0-20, on server a.
+      await directory.setState(0, 'switching')
+      let settled = false
+      let write: Promise<OrmId> | undefined
+      try {
+        write = blog.createKeyed('5').finally(() => {
+          settled = true
+        })
+        await sleep(300)
+        expect(settled, 'a write to a switching shard must wait').toBe(false)
+      } finally {
+        await directory.setState(0, 'serving')
+      }
+      const id = await write
+      const p = dialect === 'postgres' ? '$1' : '?'
+      const found = await servers
+        .server('a')
+        .query(`SELECT id FROM keyed WHERE id = ${p}`, [String(id)])
+      expect(found).toHaveLength(1)
       await expectAllAtHome()
     })
 

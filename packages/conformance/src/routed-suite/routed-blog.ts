@@ -1,4 +1,4 @@
-import type { IdSource, Sharding, ShardMap } from '@shardflake/core'
+import type { IdSource, ShardDirectory, Sharding, ShardMap } from '@shardflake/core'
 import type { OrmId } from '../blog'
 import type { Dialect } from '../databases'
 import type { RoutedSourceCase } from './routed-sources'
@@ -6,7 +6,7 @@ import type { RoutedSourceCase } from './routed-sources'
 /**
  * The blog of {@link BlogThroughOrm}, spread over several servers: the ORM under test holds one
  * handle per server (a DataSource, a PrismaClient, ...), hands them to core's `ShardHomes` with
- * the suite's map, and writes every row on the server holding its shard. The tables and rules are
+ * the suite's directory, and writes every row on the server holding its shard. The tables and rules are
  * those of `blogSchemaSql` (authors `shardBy: 'email'`, posts `sameShardAs` their author, comments
  * `sameShardAs` their post, keyed `shardBy: 'shardKey'`).
  *
@@ -63,8 +63,13 @@ export interface RoutedSetupContext {
   readonly dialect: Dialect
   /** The application's sharding. */
   readonly sharding: Sharding
-  /** The homes of the logical shards: server names a, b and c. Give it to `ShardHomes.open`. */
+  /** The homes of the logical shards: server names a, b and c. */
   readonly map: ShardMap<string>
+  /**
+   * The directory of those homes, whose states the suite changes as a move would. Give it to
+   * `ShardHomes.open`.
+   */
+  readonly directory: ShardDirectory
   /** A connection URL of each server's database holding the blog tables, by server name. */
   readonly urls: Readonly<Record<string, string>>
   /** The source every server's handle draws IDs from (one source for the application). */
@@ -80,6 +85,6 @@ export interface RoutedSuiteOptions {
    * @default [the in-process source over every shard]
    */
   readonly sources?: readonly RoutedSourceCase[]
-  /** Builds the ORM: one handle per server, `ShardHomes` over them with `map`, the adapter. */
+  /** Builds the ORM: one handle per server, `ShardHomes` over them with `directory`, the adapter. */
   setup(context: RoutedSetupContext): Promise<RoutedBlogThroughOrm>
 }

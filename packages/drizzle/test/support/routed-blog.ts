@@ -71,13 +71,13 @@ function open(dialect: RoutedSetupContext['dialect'], url: string) {
 export async function routedBlogOnDrizzle(
   context: RoutedSetupContext,
 ): Promise<RoutedBlogThroughOrm> {
-  const { dialect, sharding, map, urls, source } = context
+  const { dialect, sharding, directory, urls, source } = context
   const tables = blogTables(dialect)
   const { authors, posts, comments, keyed } = tables
   const opened = Object.entries(urls).map(([name, url]) => ({ name, ...open(dialect, url) }))
   const servers = Object.fromEntries(opened.map(({ name, db }) => [name, db as object]))
   const ids = shardedIds(opened[0]!.db, { source, schema: { authors, posts, comments, keyed } })
-  const homes = await ShardHomes.open({ sharding, servers, directory: map })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded: ShardedDatabases<object> = shardedDatabases(homes, ids)
   const loose = (db: object) => db as unknown as LooseDb
   const postsTable = posts as PgTable | MySqlTable

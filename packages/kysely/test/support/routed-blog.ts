@@ -23,7 +23,7 @@ import { type BlogDatabase, blogDialect, blogIds } from './blog'
 export async function routedBlogOnKysely(
   context: RoutedSetupContext,
 ): Promise<RoutedBlogThroughOrm> {
-  const { dialect, sharding, map, urls, source } = context
+  const { dialect, sharding, directory, urls, source } = context
   const ids = blogIds(source)
   const sent: Record<string, number> = {}
   const servers: Record<string, Kysely<BlogDatabase>> = {}
@@ -37,7 +37,7 @@ export async function routedBlogOnKysely(
       },
     })
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: map })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedKysely(homes)
   const returning = dialect === 'postgres'
 

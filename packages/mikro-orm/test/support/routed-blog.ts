@@ -23,7 +23,7 @@ import { Author, Comment, Keyed, Post } from './entities-legacy'
 export async function routedBlogOnMikroOrm(
   context: RoutedSetupContext,
 ): Promise<RoutedBlogThroughOrm> {
-  const { dialect, sharding, map, urls, source } = context
+  const { dialect, sharding, directory, urls, source } = context
   const counts: Record<string, number> = {}
   const servers: Record<string, MikroORM> = {}
   for (const [name, url] of Object.entries(urls)) {
@@ -43,7 +43,7 @@ export async function routedBlogOnMikroOrm(
       },
     )) as MikroORM
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: map })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedOrms(homes)
   const post = (fields: { authorId: unknown; title: string }) =>
     ({ author: BigInt(fields.authorId as bigint), title: fields.title }) as RequiredEntityData<Post>

@@ -20,7 +20,7 @@ import { defineBlog, sequelizeOn } from './blog'
 export async function routedBlogOnSequelize(
   context: RoutedSetupContext,
 ): Promise<RoutedBlogThroughOrm> {
-  const { dialect, sharding, map, urls, source } = context
+  const { dialect, sharding, directory, urls, source } = context
   const sent: Record<string, number> = {}
   const servers: Record<string, Sequelize> = {}
   for (const [name, url] of Object.entries(urls)) {
@@ -34,7 +34,7 @@ export async function routedBlogOnSequelize(
     })
     servers[name] = sequelize
   }
-  const homes = await ShardHomes.open({ sharding, servers, directory: map })
+  const homes = await ShardHomes.open({ sharding, servers, directory })
   const sharded = shardedSequelize(homes)
   const idOf = (instance: Model) => instance.get('id') as string
   return {
