@@ -2,9 +2,20 @@ import { ShardflakeError } from '@shardflake/core'
 import fc from 'fast-check'
 
 /**
+ * Values that throw when turned into a string (`${value}`, `String(value)`, a property key): an
+ * error message that prints one of them fails untyped instead of with its own error.
+ */
+export const unprintableValues: readonly unknown[] = [
+  Object.create(null),
+  { toString: 0 },
+  [{ toString: 0 }],
+]
+
+/**
  * Any value a JavaScript caller (no type checker) might pass: fast-check's `anything()`, plus the
  * values that break naive checks (NaN, infinities, -0, unsafe and huge numbers, bigints, empty and
- * numeric-looking strings, an aborted signal, a signal-like object, a function).
+ * numeric-looking strings, an aborted signal, a signal-like object, a function, objects that cannot
+ * be turned into a string).
  */
 export const anyValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.anything(),
@@ -30,6 +41,7 @@ export const anyValue: fc.Arbitrary<unknown> = fc.oneof(
     () => 1,
     AbortSignal.abort(),
     { aborted: true },
+    ...unprintableValues,
   ),
   fc.bigInt(),
 )
@@ -63,6 +75,17 @@ export function mangledOptions<T extends object>(valid: T): fc.Arbitrary<unknown
 }
 
 /**
+ * `valid` with each option in turn replaced by each of `values`: every combination, for the
+ * inputs a random sample reaches too rarely.
+ */
+export function eachOptionReplaced<T extends object>(
+  valid: T,
+  values: readonly unknown[] = unprintableValues,
+): Record<string, unknown>[] {
+  return Object.keys(valid).flatMap((key) => values.map((value) => ({ ...valid, [key]: value })))
+}
+
+/**
  * What `run` (a constructor or a call, sync or async) came to: `'ok'`, or the `code` of the
  * `ShardflakeError` it threw. Anything else it throws (a TypeError, a driver's error) fails the
  * test, naming the input.
@@ -78,6 +101,22 @@ export async function outcomeOf(run: () => unknown, input: unknown): Promise<str
       { cause: error },
     )
   }
+}
+
+/**
+ * Constructs `Class` with `options` as {@link outcomeOf} runs a call, then closes what it made.
+ * @returns `'ok'` or the code of the `ShardflakeError` the constructor threw.
+ */
+export async function constructAndClose(
+  Class: new (options: never) => { close(): unknown },
+  options: unknown,
+): Promise<string> {
+  let made: { close(): unknown } | undefined
+  const outcome = await outcomeOf(() => {
+    made = Reflect.construct(Class, [options])
+  }, options)
+  await made?.close()
+  return outcome
 }
 
 /**

@@ -11,7 +11,15 @@ export {
   postgresUrl,
   type RawDatabase,
 } from './databases'
-export { anyValue, mangledOptions, outcomeOf, watchUnhandled } from './fuzz'
+export {
+  anyValue,
+  constructAndClose,
+  eachOptionReplaced,
+  mangledOptions,
+  outcomeOf,
+  unprintableValues,
+  watchUnhandled,
+} from './fuzz'
 export {
   connectHomeServers,
   type HomeServer,

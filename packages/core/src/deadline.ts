@@ -46,8 +46,13 @@ export function withDeadline<T>(work: () => Promise<T>, options: DeadlineOptions
       `withDeadline needs the work as a function returning a promise, got ${describeValue(work)}.`,
     )
   }
+  if (typeof what !== 'string') {
+    throw new InvalidArgumentError(
+      `withDeadline needs what (the service, named in its errors) as a string, got ${describeValue(what)}.`,
+    )
+  }
   readDuration('timeoutMs', timeoutMs, 0, { max: MAX_DURATION_MS })
-  checkSignal(signal, String(what))
+  checkSignal(signal, what)
   if (options.onGiveUp !== undefined && typeof options.onGiveUp !== 'function') {
     throw new InvalidArgumentError(
       `withDeadline's onGiveUp must be a function, got ${describeValue(options.onGiveUp)}.`,

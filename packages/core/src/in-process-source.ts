@@ -380,7 +380,8 @@ export class InProcessSource implements SyncIdSource {
   }
 
   private state(shard: number): ShardState {
-    const state = this.states[shard]
+    // A shard that is not a number is refused below; as an index it could throw untyped.
+    const state = typeof shard === 'number' ? this.states[shard] : undefined
     if (state && !this.closed) return state
     if (this.closed) {
       throw new ConfigurationError('This InProcessSource was closed; create a new one.')

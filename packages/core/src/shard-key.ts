@@ -235,7 +235,9 @@ function checkStringKey(key: string): void {
 
 function checkLogicalShards(count: number): number {
   if (!Number.isSafeInteger(count) || count < 1) {
-    throw new InvalidArgumentError(`logicalShards must be a positive integer, got ${count}.`)
+    throw new InvalidArgumentError(
+      `logicalShards must be a positive integer, got ${describeValue(count)}.`,
+    )
   }
   return count
 }

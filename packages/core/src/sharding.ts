@@ -161,7 +161,8 @@ export class Sharding {
     if ('shard' in rule) return this.checkShard(rule.shard)
     if ('sameShardAs' in rule) {
       const ref = rule.sameShardAs
-      const parent = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, entityName)
+      const parent =
+        typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, entityName, rule)
       if (parent === null || parent === undefined) {
         throw new MissingShardKeyError(
           `The parent ID${whereOf(entityName)} (${typeof ref === 'function' ? 'sameShardAs function' : `field '${ref}'`}) is missing: the row's shard comes from it. Set it before saving.`,
@@ -170,7 +171,7 @@ export class Sharding {
       return this.shardOfId(toBigInt(parent as IdInput, `Parent ID${whereOf(entityName)}`))
     }
     const ref = rule.shardBy
-    const key = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, entityName)
+    const key = typeof ref === 'function' ? ref(entity) : fieldOf(entity, ref, entityName, rule)
     if (key === null || key === undefined || (typeof key === 'string' && key.trim() === '')) {
       throw new MissingShardKeyError(
         `The shard key${whereOf(entityName)} (${typeof ref === 'function' ? 'shardBy function' : `field '${ref}'`}) is ${typeof key === 'string' ? 'an empty or blank string' : 'missing'}: set it before saving, or give the ID yourself.`,
@@ -219,8 +220,19 @@ function whereOf(entityName: string | undefined): string {
   return entityName ? ` of ${entityName}` : ''
 }
 
-/** The field of a row a rule names. @throws InvalidArgumentError when the row is not an object. */
-function fieldOf(entity: unknown, field: string, entityName: string | undefined): unknown {
+/**
+ * The field of a row a rule names.
+ * @throws InvalidShardRuleError when the rule's field is not a string (a rule that skipped
+ *   {@link checkShardRule}).
+ * @throws InvalidArgumentError when the row is not an object.
+ */
+function fieldOf(
+  entity: unknown,
+  field: string,
+  entityName: string | undefined,
+  rule: ShardRule<never>,
+): unknown {
+  if (typeof field !== 'string') checkShardRule(rule, entityName ?? 'the row')
   if ((typeof entity !== 'object' && typeof entity !== 'function') || entity === null) {
     throw new InvalidArgumentError(
       `The row${whereOf(entityName)} must be an object to read its field '${field}', got ${describeValue(entity)}.`,
@@ -234,7 +246,10 @@ function describe(sharding: Sharding | ShardingDescription): string {
   if (typeof layout !== 'object' || layout === null) {
     return `${describeValue(sharding)} (not a sharding)`
   }
-  return `layout ${JSON.stringify(layout.name)} (${layout.timeBits}/${layout.shardBits}/${layout.workerBits}/${layout.sequenceBits} bits, epoch ${describeInstant(layout.epoch)}) with logicalShards ${sharding.logicalShards}`
+  // Read from a database or another process: any field may be of any type.
+  const { name, timeBits, shardBits, workerBits, sequenceBits, epoch } = layout
+  const bits = [timeBits, shardBits, workerBits, sequenceBits].map(describeValue).join('/')
+  return `layout ${describeValue(name)} (${bits} bits, epoch ${describeInstant(epoch)}) with logicalShards ${describeValue(sharding.logicalShards)}`
 }
 
 /**

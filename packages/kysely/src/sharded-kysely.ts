@@ -667,7 +667,7 @@ class RoutingConnection<DB> implements DatabaseConnection {
     const unique = distinctShards(shards)
     if (unique.length === 1) {
       // One shard: its home (waiting while it is being moved), the INSERT as it is.
-      const home = options?.signal ? undefined : this.homes.writeHomeNow(unique[0]!)
+      const home = this.homes.writeHomeNow(unique[0]!, options?.signal)
       if (home) return this.send<R>(home.handle, compiled, undefined, options)
       return this.homes
         .writeHome(unique[0]!, options?.signal)

@@ -7,6 +7,7 @@ import type {
 } from '@mikro-orm/core'
 import {
   ConfigurationError,
+  describeValue,
   type FanOutOptions,
   type FanOutRun,
   type IdInput,
@@ -141,7 +142,7 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
     for (const item of data) {
       if (typeof item !== 'object' || item === null) {
         throw new InvalidArgumentError(
-          `createAndFlush() takes objects of entity data, got ${String(item)}.`,
+          `createAndFlush() takes objects of entity data, got ${describeValue(item)}.`,
         )
       }
     }
@@ -212,12 +213,12 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
   inShards(shards: readonly number[], column = 'id'): string {
     if (!Array.isArray(shards)) {
       throw new InvalidArgumentError(
-        `inShards() takes an array of logical shards, got ${String(shards)}.`,
+        `inShards() takes an array of logical shards, got ${describeValue(shards)}.`,
       )
     }
     if (typeof column !== 'string' || !/^[A-Za-z_][\w.]*$/.test(column)) {
       throw new InvalidArgumentError(
-        `inShards() takes a column name such as 'id' or 'p.id', got ${String(column)}.`,
+        `inShards() takes a column name such as 'id' or 'p.id', got ${describeValue(column)}.`,
       )
     }
     const list = [...new Set(shards.map((shard) => this.sharding.checkShard(shard)))]
@@ -259,7 +260,7 @@ export class ShardedOrms<O extends MikroORM = MikroORM> {
       if ('shard' in where) return this.sharding.checkShard(where.shard)
     }
     throw new InvalidArgumentError(
-      `A transaction needs the server it runs on: { id }, { key } or { shard }, got ${String(where)}.`,
+      `A transaction needs the server it runs on: { id }, { key } or { shard }, got ${describeValue(where)}.`,
     )
   }
 

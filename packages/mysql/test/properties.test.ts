@@ -1,4 +1,11 @@
-import { anyValue, mangledOptions, outcomeOf, watchUnhandled } from '@shardflake/conformance'
+import {
+  anyValue,
+  constructAndClose,
+  eachOptionReplaced,
+  mangledOptions,
+  outcomeOf,
+  watchUnhandled,
+} from '@shardflake/conformance'
 import { defineSharding, type IdSource, instagram, PrefetchSource } from '@shardflake/core'
 import fc from 'fast-check'
 import type { Pool } from 'mysql2/promise'
@@ -89,29 +96,16 @@ describe('MysqlSource, TicketServerSource and PrefetchSource, any input', () => 
       retryAfterMs: 1000,
     }
     const codes = new Set<string>()
+    const construct = async (mysql: unknown, tickets: unknown) => {
+      codes.add(await constructAndClose(MysqlSource, mysql))
+      codes.add(await constructAndClose(TicketServerSource, tickets))
+    }
     await fc.assert(
-      fc.asyncProperty(
-        mangledOptions(mysqlOptions),
-        mangledOptions(ticketOptions),
-        async (mysql, tickets) => {
-          let made: MysqlSource | undefined
-          codes.add(
-            await outcomeOf(() => {
-              made = Reflect.construct(MysqlSource, [mysql])
-            }, mysql),
-          )
-          await made?.close()
-          let ticketSource: TicketServerSource | undefined
-          codes.add(
-            await outcomeOf(() => {
-              ticketSource = Reflect.construct(TicketServerSource, [tickets])
-            }, tickets),
-          )
-          ticketSource?.close()
-        },
-      ),
+      fc.asyncProperty(mangledOptions(mysqlOptions), mangledOptions(ticketOptions), construct),
       { numRuns: 300 },
     )
+    for (const mysql of eachOptionReplaced(mysqlOptions)) await construct(mysql, ticketOptions)
+    for (const tickets of eachOptionReplaced(ticketOptions)) await construct(mysqlOptions, tickets)
     expect(codes).toContain('ok')
     expect(codes).toContain('INVALID_ARGUMENT')
     await unhandled.check()

@@ -1,4 +1,11 @@
-import { anyValue, mangledOptions, outcomeOf, watchUnhandled } from '@shardflake/conformance'
+import {
+  anyValue,
+  constructAndClose,
+  eachOptionReplaced,
+  mangledOptions,
+  outcomeOf,
+  watchUnhandled,
+} from '@shardflake/conformance'
 import { type IdSource, PrefetchSource } from '@shardflake/core'
 import fc from 'fast-check'
 import pg from 'pg'
@@ -81,30 +88,24 @@ describe('PostgresSource and PrefetchSource, any input', () => {
       useContextQuery: false,
     }
     const codes = new Set<string>()
+    const validPrefetch = { size: 10, maxAgeMs: 100 }
+    const construct = async (options: unknown, prefetch: unknown) => {
+      codes.add(await constructAndClose(PostgresSource, options))
+      const inner = new PostgresSource({ sharding, databases: pool })
+      codes.add(
+        await outcomeOf(() => Reflect.construct(PrefetchSource, [inner, prefetch]), prefetch),
+      )
+      codes.add(
+        await outcomeOf(() => Reflect.construct(PrefetchSource, [options, prefetch]), options),
+      )
+      await inner.close()
+    }
     await fc.assert(
-      fc.asyncProperty(
-        mangledOptions(valid),
-        mangledOptions({ size: 10, maxAgeMs: 100 }),
-        async (options, prefetch) => {
-          let made: PostgresSource | undefined
-          codes.add(
-            await outcomeOf(() => {
-              made = Reflect.construct(PostgresSource, [options])
-            }, options),
-          )
-          await made?.close()
-          const inner = new PostgresSource({ sharding, databases: pool })
-          codes.add(
-            await outcomeOf(() => Reflect.construct(PrefetchSource, [inner, prefetch]), prefetch),
-          )
-          codes.add(
-            await outcomeOf(() => Reflect.construct(PrefetchSource, [options, prefetch]), options),
-          )
-          await inner.close()
-        },
-      ),
+      fc.asyncProperty(mangledOptions(valid), mangledOptions(validPrefetch), construct),
       { numRuns: 300 },
     )
+    for (const options of eachOptionReplaced(valid)) await construct(options, validPrefetch)
+    for (const prefetch of eachOptionReplaced(validPrefetch)) await construct(valid, prefetch)
     expect(codes).toContain('ok')
     expect(codes).toContain('INVALID_ARGUMENT')
     await unhandled.check()

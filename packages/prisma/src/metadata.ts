@@ -3,6 +3,7 @@ import {
   checkKnownOptions,
   checkShardColumn,
   checkShardRule,
+  describeValue,
   InvalidShardRuleError,
   type ShardRule,
   type StringKeyMode,
@@ -125,11 +126,13 @@ export function parseShardedId(
   }
   if (stringKeys !== undefined && ((stringKeys !== 'auto' && stringKeys !== 'hash') || !shardBy)) {
     throw new InvalidShardRuleError(
-      `${where}: stringKeys goes with shardBy and is auto or hash, got ${stringKeys}.`,
+      `${where}: stringKeys goes with shardBy and is auto or hash, got ${describeValue(stringKeys)}.`,
     )
   }
   if (shard !== undefined && !/^\d+$/.test(shard)) {
-    throw new InvalidShardRuleError(`${where}: shard must be a non-negative integer, got ${shard}.`)
+    throw new InvalidShardRuleError(
+      `${where}: shard must be a non-negative integer, got ${describeValue(shard)}.`,
+    )
   }
   return {
     ...(shardBy !== undefined && { shardBy }),

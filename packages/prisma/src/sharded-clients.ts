@@ -358,11 +358,12 @@ export function shardedClients<C extends ShardedIdsHost>(
     }
     let results: unknown[]
     if (!groups || groups.size === 1) {
-      const shard = groups ? undefined : routedShard(sharding, rows[0]!)
-      const server =
-        shard === undefined
-          ? groups!.keys().next().value!
-          : (homes.writeHomeNow(shard) ?? (await homes.writeHome(shard))).server
+      let server: string
+      if (groups) server = groups.keys().next().value!
+      else {
+        const shard = routedShard(sharding, rows[0]!)
+        server = (homes.writeHomeNow(shard) ?? (await homes.writeHome(shard))).server
+      }
       results = [await writeGroup(server, rows)]
     } else {
       const settled = await Promise.allSettled(

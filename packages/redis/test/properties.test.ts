@@ -1,4 +1,11 @@
-import { anyValue, mangledOptions, outcomeOf, watchUnhandled } from '@shardflake/conformance'
+import {
+  anyValue,
+  constructAndClose,
+  eachOptionReplaced,
+  mangledOptions,
+  outcomeOf,
+  watchUnhandled,
+} from '@shardflake/conformance'
 import { type IdSource, PrefetchSource } from '@shardflake/core'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
@@ -65,18 +72,11 @@ describe('RedisSource, any input', () => {
       strategy: 'failover',
     }
     const codes = new Set<string>()
-    await fc.assert(
-      fc.asyncProperty(mangledOptions(valid), async (options) => {
-        let made: RedisSource | undefined
-        codes.add(
-          await outcomeOf(() => {
-            made = Reflect.construct(RedisSource, [options])
-          }, options),
-        )
-        await made?.close()
-      }),
-      { numRuns: 300 },
-    )
+    const construct = async (options: unknown) => {
+      codes.add(await constructAndClose(RedisSource, options))
+    }
+    await fc.assert(fc.asyncProperty(mangledOptions(valid), construct), { numRuns: 300 })
+    for (const options of eachOptionReplaced(valid)) await construct(options)
     expect(codes).toContain('ok')
     expect(codes).toContain('INVALID_ARGUMENT')
     await unhandled.check()

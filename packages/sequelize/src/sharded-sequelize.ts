@@ -223,11 +223,12 @@ export class ShardedSequelize {
           )
     if (!groups || groups.size === 1) {
       // One server: its instances are the records' in their order.
-      const shard = groups ? undefined : placer(records[0]!)
-      const { handle } =
-        shard === undefined
-          ? groups!.values().next().value!
-          : (this.homes.writeHomeNow(shard) ?? (await this.homes.writeHome(shard)))
+      let handle: Sequelize
+      if (groups) handle = groups.values().next().value!.handle
+      else {
+        const shard = placer(records[0]!)
+        handle = (this.homes.writeHomeNow(shard) ?? (await this.homes.writeHome(shard))).handle
+      }
       return (await modelOn(handle, name).bulkCreate(
         [...records],
         optionsOn(handle, options),

@@ -1,5 +1,6 @@
 import {
   ConfigurationError,
+  describeValue,
   type FanOutOptions,
   type FanOutRun,
   type IdInput,
@@ -158,7 +159,7 @@ export class ShardedDataSources {
     for (const entity of list) {
       if (typeof entity !== 'object' || entity === null) {
         throw new InvalidArgumentError(
-          `save() takes entities of ${describeTarget(target)}, got ${String(entity)}.`,
+          `save() takes entities of ${describeTarget(target)}, got ${describeValue(entity)}.`,
         )
       }
     }
@@ -231,7 +232,7 @@ export class ShardedDataSources {
   inShards<T = string>(shards: readonly number[]): FindOperator<T> {
     if (!Array.isArray(shards)) {
       throw new InvalidArgumentError(
-        `inShards() takes an array of logical shards, got ${String(shards)}.`,
+        `inShards() takes an array of logical shards, got ${describeValue(shards)}.`,
       )
     }
     const list = [...new Set(shards.map((shard) => this.sharding.checkShard(shard)))]
@@ -273,7 +274,7 @@ export class ShardedDataSources {
       if ('shard' in where) return this.sharding.checkShard(where.shard)
     }
     throw new InvalidArgumentError(
-      `A transaction needs the server it runs on: { id }, { key } or { shard }, got ${String(where)}.`,
+      `A transaction needs the server it runs on: { id }, { key } or { shard }, got ${describeValue(where)}.`,
     )
   }
 

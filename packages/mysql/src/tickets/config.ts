@@ -128,9 +128,13 @@ export function resolveTicketConfig(
       what: `ticket server ${index} (database ${database}) of sequence ${sequence}`,
     }
   })
+  if (!Number.isSafeInteger(increment)) {
+    throw new ConfigurationError(
+      `increment must be a whole number from the number of servers (${servers.length}) to ${MAX_TICKET_INCREMENT}, got ${describeValue(increment)}.`,
+    )
+  }
   const offsets = new Set(servers.map((s) => s.offset))
   if (
-    !Number.isSafeInteger(increment) ||
     increment < servers.length ||
     increment > MAX_TICKET_INCREMENT ||
     offsets.size !== servers.length ||
