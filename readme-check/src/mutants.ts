@@ -53,6 +53,14 @@ export const MUTANTS: readonly Mutant[] = [
     fails: /expected 0 posts on server a, found 2/,
   },
   {
+    name: 'core: shard homes with the single post written through server a',
+    readme: 'packages/core/README.md',
+    variant: 'homes',
+    replace: 'const { handle } = homes.writeHomeNow(shard) ?? (await homes.writeHome(shard))',
+    with: 'const handle = servers.a',
+    fails: /expected 0 posts on server a, found 1/,
+  },
+  {
     name: 'core: move.ts without deleteMovedRows: the old copy stays on server a',
     readme: 'packages/core/README.md',
     variant: 'homes',

@@ -149,8 +149,8 @@ function sequenceValue(id: bigint, shard: number): bigint {
 }
 
 /**
- * The core README's shard homes, after homes.ts (one post of authors 31341, 7 and 1000, each on
- * the server the first map gives its shard), move.ts (shards 0-15, author 7's post, from a to c,
+ * The core README's shard homes, after homes.ts (one post of authors 31341, 7, 1000 and 42, each
+ * on the server the first map gives its shard), move.ts (shards 0-15, author 7's post, from a to c,
  * a's copy deleted) and ids.ts (author 80's two posts, shards 16-20 moved to c): every post on
  * its home, and the directory on a as the two moves left it.
  */
@@ -163,7 +163,13 @@ async function homesPlaced(servers: {
   const titles = {
     a: [],
     b: ['hello from 1000'],
-    c: ['hello again from 80', 'hello from 31341', 'hello from 7', 'hello from 80'],
+    c: [
+      'hello again from 80',
+      'hello from 31341',
+      'hello from 42',
+      'hello from 7',
+      'hello from 80',
+    ],
   }
   for (const [name, database] of Object.entries(servers)) {
     const posts = (await database.query('SELECT id::text AS id, title FROM posts')).sort((x, y) =>

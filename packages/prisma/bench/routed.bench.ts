@@ -4,7 +4,8 @@
  * gitignored `generated/pg` when it is missing):
  *
  *   node --import ./test/support/ts-hooks.mjs bench/routed.bench.ts [--json]
- *   [--chart bench/routed.chart.json]   (ROUNDS=21, DB_PREFIX=sf_bench_routed_prisma_)
+ *   [--chart bench/routed.chart.json]   (ROUNDS=21, DB_PREFIX=sf_bench_routed_prisma_,
+ *   ERROR_FORMAT: the clients' errorFormat, 'minimal', 'colorless' or 'pretty'; Prisma's default)
  *
  * The databases, the counting and the rounds are the shared routed harness's
  * (`bench-charts/src/routed.ts`): three databases of one PostgreSQL server play servers a, b and
@@ -32,10 +33,14 @@ if (!existsSync(new URL('../generated/pg/shardflake', import.meta.url))) {
 const { PrismaClient } = await import('../generated/pg/client/client.ts')
 const { shardedIds } = await import('../generated/pg/shardflake/index.ts')
 
+const ERROR_FORMAT = process.env.ERROR_FORMAT as 'minimal' | 'colorless' | 'pretty' | undefined
 function client(pool: pg.Pool, source: IdSource, onQuery: () => void) {
   const made = new PrismaClient({
     adapter: new PrismaPg(pool),
     log: [{ emit: 'event', level: 'query' }],
+    // Prisma's default unless set. Every format but 'minimal' makes an Error per query, for its
+    // call site.
+    ...(ERROR_FORMAT ? { errorFormat: ERROR_FORMAT } : {}),
   })
   made.$on('query', onQuery)
   return made.$extends(shardedIds({ source }))
