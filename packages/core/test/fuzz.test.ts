@@ -162,9 +162,12 @@ describe('layouts, any input', () => {
           if (composed === 'ok') {
             const made = layout.compose(parts as never)
             const { shard, sequence } = parts as { shard: number; sequence: number }
-            // -0 composes as 0: compare as numbers, not by Object.is.
-            const { shard: madeShard, sequence: madeSequence } = layout.decompose(made)
-            expect([madeShard === shard, madeSequence === sequence]).toEqual([true, true])
+            // -0 composes as 0 (`+ 0` turns -0 into 0; toMatchObject compares by Object.is).
+            expect(layout.decompose(made)).toMatchObject({
+              shard: shard + 0,
+              sequence: sequence + 0,
+              id: made,
+            })
           }
           const decoded = await outcome(codes, () => layout.decompose(id as never), input)
           if (decoded === 'ok') {

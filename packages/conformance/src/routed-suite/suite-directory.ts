@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   checkDirectoryEntries,
   type DirectoryEntry,
@@ -49,9 +50,9 @@ export class SuiteDirectory implements ShardDirectory {
     const deadline = Date.now() + 30_000
     while (this.reads === before) {
       if (Date.now() > deadline) throw new Error('Nothing read the shard directory in 30 s.')
-      await new Promise((resolve) => setTimeout(resolve, 20))
+      await sleep(20)
     }
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await sleep(20)
   }
 
   async close(): Promise<void> {}
