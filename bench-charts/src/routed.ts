@@ -446,6 +446,8 @@ async function timed(
     from: Number(from / 1000n),
     to: Number(process.hrtime.bigint() / 1000n),
     cpuMs,
+    userMs: used.user / 1000,
+    systemMs: used.system / 1000,
     threadMs: (threadNs() - thread) / 1e6,
   })
   return { ms, cpu: cpuMs }
@@ -464,7 +466,7 @@ function threadNs(): number {
 /**
  * Every timed slice, in run order: its side, shape, round (negative in the warm-up), writes,
  * monotonic clock in µs (the clock of a `node --cpu-prof` profile's samples), the process's CPU ms
- * and the main thread's (Linux), written to SLICES (a file) at `finish`: a profile of a run split
+ * (and its user and kernel parts) and the main thread's (Linux), written to SLICES (a file) at `finish`: a profile of a run split
  * by side, the main thread against the others; the slices `instructions.ts` counts.
  */
 export interface Slice {
@@ -475,6 +477,9 @@ export interface Slice {
   from: number
   to: number
   cpuMs: number
+  /** Of `cpuMs`, the time in user space and in the kernel (page faults, system calls). */
+  userMs: number
+  systemMs: number
   threadMs: number
 }
 const slices: Slice[] = []

@@ -13,6 +13,8 @@ const slice = (side: string, round: number, writes = 10): Slice => ({
   from: 0,
   to: 0,
   cpuMs: 0,
+  userMs: 0,
+  systemMs: 0,
   threadMs: 0,
 })
 

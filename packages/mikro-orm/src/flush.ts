@@ -26,6 +26,13 @@ type Row = Record<string, unknown>
 export interface FlushPlan {
   readonly pending: ChangeSet<Row>[]
   readonly moved: ChangeSet<Row>[]
+  /**
+   * The shards of the new entities whose early key was found on its rule's shard, each once
+   * (`true` by shard): a home check needs no more of them.
+   */
+  readonly keptShards: boolean[]
+  /** The change sets with a key whose shard the plan did not read: updates, and keys the caller set. */
+  readonly unread: ChangeSet<Row>[]
 }
 
 /**
@@ -47,6 +54,8 @@ export function planFlush(
   const pending: ChangeSet<Row>[] = []
   const moved: ChangeSet<Row>[] = []
   const supplied: ChangeSet<Row>[] = []
+  const keptShards: boolean[] = []
+  const unread: ChangeSet<Row>[] = []
   const sharding = placement.sharding
   const changeSets = uow.getChangeSets() as ChangeSet<Row>[]
   for (const changeSet of changeSets) {
@@ -55,17 +64,20 @@ export function planFlush(
     const id = changeSet.entity[key.prop.name]
     if (changeSet.type === ChangeSetType.UPDATE) {
       if (readsRule(changeSet)) checkUpdate(changeSet.entity, changeSet.meta, placement, id)
+      unread.push(changeSet)
       continue
     }
     if (changeSet.type !== ChangeSetType.CREATE) continue
     if (id === null || id === undefined) pending.push(changeSet)
-    else if (issued.get(changeSet.entity) !== id) supplied.push(changeSet)
-    else if (sharding) {
+    else if (issued.get(changeSet.entity) !== id) {
+      supplied.push(changeSet)
+      unread.push(changeSet)
+    } else if (sharding) {
       const shard = placement.shardOf(changeSet.entity, changeSet.meta, key)
       if (shard !== sharding.shardOfId(id as bigint | string)) {
         refuseIfReferenced(changeSet, changeSets, sharding, shard)
         moved.push(changeSet)
-      }
+      } else keptShards[shard] = true
     }
   }
   for (const { entity, meta } of supplied) {
@@ -76,7 +88,7 @@ export function planFlush(
       describeRow(meta),
     )
   }
-  return { pending, moved }
+  return { pending, moved, keptShards, unread }
 }
 
 /**

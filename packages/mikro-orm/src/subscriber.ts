@@ -31,7 +31,15 @@ import {
   toBigInt,
 } from '@shardflake/core'
 import { insertInIdOrder, insertInIdOrderByDefault } from './ascending-inserts'
-import { checkUpdate, databaseKeys, patchPayload, planFlush, rekey, ruleShard } from './flush'
+import {
+  checkUpdate,
+  databaseKeys,
+  type FlushPlan,
+  patchPayload,
+  planFlush,
+  rekey,
+  ruleShard,
+} from './flush'
 import { IssuedKeys } from './issued-keys'
 import { Placement } from './placement'
 import { checkShardedKeys } from './rules'
@@ -227,9 +235,9 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
   async onFlush({ em, uow }: FlushEventArgs): Promise<void> {
     // Also when the ORM's @mikro-orm/core is another copy than the one this package imports.
     insertInIdOrder(uow.getChangeSetPersister())
-    await this.place(em, uow)
+    const placed = await this.place(em, uow)
     this.fillShardColumns(uow)
-    this.checkHomes(uow)
+    this.checkHomes(placed)
   }
 
   /**
@@ -264,44 +272,45 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
 
   /**
    * Refuses a flush that would insert or update a row whose shard lives on another server than
-   * this ORM's (when routed by `shardedOrms()`), before anything is written.
+   * this ORM's (when routed by `shardedOrms()`), before anything is written. The shards `place`
+   * read or gave are checked as they are; only the other rows' IDs are read.
    * @throws WrongServerError
    */
-  private checkHomes(uow: FlushEventArgs['uow']): void {
+  private checkHomes({ plan, filled }: Placed): void {
     const home = this.home
     const sharding = this.placement.sharding
     if (!home || !sharding) return
     const checked: boolean[] = [] // by shard: a flush of thousands of rows has a few
-    // Looked up again only when the entity changes from one change set to the next.
-    let meta: EntityMetadata | undefined
-    let key: ReturnType<typeof shardedKeyOf>
-    for (const changeSet of uow.getChangeSets() as ChangeSet<Row>[]) {
-      if (changeSet.type !== ChangeSetType.CREATE && changeSet.type !== ChangeSetType.UPDATE) {
-        continue
-      }
-      if (changeSet.meta !== meta) {
-        meta = changeSet.meta
-        key = shardedKeyOf(meta)
-      }
-      if (!key) continue
-      const id = changeSet.entity[key.prop.name]
-      if (id === null || id === undefined) continue
-      // A bigint, or the decimal string a driver returns: read as it is (refused as by toBigInt).
-      const shard = sharding.shardOfId(id as IdInput)
-      if (checked[shard] === true) continue
+    const check = (shard: number) => {
+      if (checked[shard] === true) return
       home.homes.checkHome(home.server, shard)
       checked[shard] = true
     }
+    plan.keptShards.forEach((_, shard) => {
+      check(shard)
+    })
+    for (const shard of filled) check(shard)
+    for (const changeSet of plan.unread) {
+      const id = changeSet.entity[shardedKeyOf(changeSet.meta)!.prop.name]
+      // A bigint, or the decimal string a driver returns: read as it is (refused as by toBigInt).
+      if (id !== null && id !== undefined) check(sharding.shardOfId(id as IdInput))
+    }
   }
 
-  private async place(em: EntityManager, uow: FlushEventArgs['uow']): Promise<void> {
-    const { pending, moved } = planFlush(uow, this.placement, this.#issued)
+  /**
+   * Plans the flush (see `planFlush`) and gives its entities without a key, or whose early key is
+   * on another shard than their rule's, a key. @returns the plan and the shards of the new keys.
+   */
+  private async place(em: EntityManager, uow: FlushEventArgs['uow']): Promise<Placed> {
+    const plan = planFlush(uow, this.placement, this.#issued)
+    const { pending, moved } = plan
     const placed = [...pending, ...moved]
-    if (placed.length === 0) return
+    if (placed.length === 0) return { plan, filled: [] }
     rekey(uow, moved, 'out')
     const before = moved.map((changeSet) => changeSet.entity[changeSet.meta.primaryKeys[0]!])
+    let filled: number[]
     try {
-      await this.fill(
+      filled = await this.fill(
         placed.map((changeSet) => changeSet.entity),
         placed.map((changeSet) => changeSet.meta),
       )
@@ -320,6 +329,7 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       }
       if (!patchPayload(changeSet, keys)) uow.recomputeSingleChangeSet(changeSet.entity)
     }
+    return { plan, filled }
   }
 
   /**
@@ -388,7 +398,8 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
     for (const row of pending) this.fillShardColumnOf(row, meta)
   }
 
-  private async fill(rows: readonly object[], metas: readonly EntityMetadata[]): Promise<void> {
+  /** Gives each row a key on the shard its rule gives. @returns those shards, by row. */
+  private async fill(rows: readonly object[], metas: readonly EntityMetadata[]): Promise<number[]> {
     const shards = rows.map((row, i) => this.placement.shardOf(row, metas[i]!))
     rows.forEach((row, i) => {
       // A shard column the caller set is checked before any ID is spent.
@@ -404,7 +415,14 @@ export class ShardedIdSubscriber implements EventSubscriber, SyncAssigner {
       const { prop } = shardedKeyOf(metas[i]!)!
       ;(row as Row)[prop.name] = inType(ids[i]!, idTypeOf(prop))
     })
+    return shards
   }
+}
+
+/** What `place` did in a flush: its plan, and the shards of the keys it gave (by placed entity). */
+interface Placed {
+  readonly plan: FlushPlan
+  readonly filled: readonly number[]
 }
 
 /**

@@ -72,6 +72,11 @@ describe('shardedOrms (MikroORM, PostgreSQL)', () => {
     for (const shardKey of ['1', '2', '3', '50']) mixed.create(Keyed, { shardKey })
     await expect(mixed.flush()).rejects.toThrow(WrongServerError)
     expect(await keyedRows('a')).toEqual([])
+    // An ID the caller gives (on shard 40, as its key says) is read for its home too.
+    const given = orms.a!.em.fork()
+    given.create(Keyed, { id: source.nextId(40), shardKey: '40' })
+    await expect(given.flush()).rejects.toThrow(WrongServerError)
+    expect(await keyedRows('a')).toEqual([])
     const [created] = await sharded.createAndFlush(Keyed, [{ shardKey: '40' }])
     expect(sharding.shardOfId(created!.id)).toBe(40)
     expect(await keyedRows('b')).toEqual(['40'])
