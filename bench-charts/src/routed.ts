@@ -466,8 +466,9 @@ function threadNs(): number {
 /**
  * Every timed slice, in run order: its side, shape, round (negative in the warm-up), writes,
  * monotonic clock in µs (the clock of a `node --cpu-prof` profile's samples), the process's CPU ms
- * (and its user and kernel parts) and the main thread's (Linux), written to SLICES (a file) at `finish`: a profile of a run split
- * by side, the main thread against the others; the slices `instructions.ts` counts.
+ * (and its user and kernel parts) and the main thread's (Linux), written to SLICES (a file) at
+ * `finish`: a profile of a run split by side, the main thread against the others; the slices
+ * `instructions.ts` counts.
  */
 export interface Slice {
   side: string
